@@ -1,0 +1,678 @@
+"""Kafka record batch v2: native twin of `kraftcore._py.records` (read its docstring for the
+layout and the invariants checked).
+
+Decoding parses every record in a C loop and builds `Record` objects that point into the
+batch's bytes: a key or value becomes a `bytes` object only when it is read. Batches and
+records keep the caller's buffer exported (alive, and not resizable) while they exist, so
+pass `bytes` or do not mutate the buffer while its records are in use.
+"""
+cimport cython
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytes cimport (PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE,
+                            PyBytes_FromStringAndSize)
+from cpython.long cimport PyLong_Check, PyLong_AsLongLong
+from cpython.bool cimport PyBool_Check
+from cpython.sequence cimport PySequence_Fast_GET_SIZE, PySequence_Fast_GET_ITEM
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t, INT64_MAX, INT64_MIN, INT32_MAX
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy
+
+from kc cimport (kc_crc32c_init, kc_crc32c_update, kc_read_varint32, kc_read_varint64,
+                 kc_size_varint32, kc_size_varint64, kc_write_varint32, kc_write_varint64,
+                 kc_put_be16, kc_put_be32, kc_put_be64, kc_get_be16, kc_get_be32, kc_get_be64)
+
+from kraftcore import limits
+from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
+from kraftcore._py.records import (compression_codec, lz4_compress, lz4_decompress,
+                                   CODEC_NAMES, _check_range)
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+
+kc_crc32c_init()
+
+cdef enum:
+    HEADER_BYTES = 61
+    LOG_OVERHEAD = 12
+    ATTRIBUTES_OFFSET = 21
+    RECORD_BYTES_MIN = 7
+    CODEC_NONE = 0
+    CODEC_LZ4 = 3
+
+cdef uint32_t CRC_INIT = 0xFFFFFFFF
+cdef Py_ssize_t NOGIL_BYTES_MIN = limits.NOGIL_BYTES_MIN
+cdef Py_ssize_t RECORD_BATCH_BYTES_MAX = limits.RECORD_BATCH_BYTES_MAX
+cdef tuple NO_HEADERS = ()
+
+
+@cython.final
+@cython.no_gc
+cdef class _Exported:
+    """Holds a buffer export of the caller's object for as long as records point into it."""
+    cdef Py_buffer view
+    cdef bint held
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+            self.held = False
+
+
+@cython.final
+@cython.freelist(16)
+cdef class RecordBatch:
+    """A decoded record batch: every header field, derived flags, and its records."""
+    cdef readonly int64_t position
+    cdef readonly int64_t base_offset
+    cdef readonly int32_t batch_length
+    cdef readonly int32_t partition_leader_epoch
+    cdef readonly int magic
+    cdef readonly uint32_t crc
+    cdef readonly int16_t attributes
+    cdef readonly int32_t last_offset_delta
+    cdef readonly int64_t base_timestamp
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t producer_id
+    cdef readonly int16_t producer_epoch
+    cdef readonly int32_t base_sequence
+    cdef readonly int32_t records_count
+    cdef readonly list records
+    cdef object _owner          # keeps the bytes behind _data alive
+    cdef const uint8_t *_data   # record positions are relative to this
+
+    @property
+    def size_bytes(self):
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self):
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self):
+        """The codec id (0 none, 3 lz4)."""
+        return self.attributes & 0x07
+
+    @property
+    def timestamp_type(self):
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & 0x08 else 0
+
+    @property
+    def is_transactional(self):
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self):
+        return bool(self.attributes & 0x20)
+
+    @property
+    def has_delete_horizon(self):
+        return bool(self.attributes & 0x40)
+
+    def __repr__(self):
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"partition_leader_epoch={self.partition_leader_epoch}, "
+            f"records_count={self.records_count}, attributes={self.attributes:#x}, "
+            f"size_bytes={self.size_bytes})"
+        )
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(1024)
+cdef class Record:
+    """One record of a decoded batch: absolute offset and timestamp, key, value, headers.
+
+    `headers` is a tuple of `(key: str, value: bytes | None)` pairs."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly tuple headers
+    cdef object _owner          # the bytes' owner: never refers back to records, so no
+    cdef const uint8_t *_data   # cycle can form and Record needs no GC tracking
+    cdef Py_ssize_t _key_pos
+    cdef Py_ssize_t _value_pos
+    cdef int32_t _key_len
+    cdef int32_t _value_len
+
+    @property
+    def key(self):
+        if self._key_len < 0:
+            return None
+        return PyBytes_FromStringAndSize(<const char *>self._data + self._key_pos, self._key_len)
+
+    @property
+    def value(self):
+        if self._value_len < 0:
+            return None
+        return PyBytes_FromStringAndSize(<const char *>self._data + self._value_pos, self._value_len)
+
+    def __repr__(self):
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r}, headers={self.headers!r})"
+        )
+
+
+# ------------------------------------------------------------------------------ decode
+
+cdef inline object _varint_error(int n, str what, Py_ssize_t pos):
+    if n == 0:
+        return CorruptRecordError(f"truncated {what}", pos)
+    return CorruptRecordError(f"{what} is not a valid varint", pos)
+
+
+cdef RecordBatch _read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t total):
+    """Check the framing of the batch at `pos` and return it with its header fields."""
+    cdef Py_ssize_t remaining = total - pos
+    cdef const uint8_t *h = data + pos
+    if remaining < HEADER_BYTES:
+        raise CorruptRecordError(
+            f"truncated batch: {remaining} bytes left, a batch header needs {HEADER_BYTES}", pos)
+    cdef RecordBatch b = RecordBatch.__new__(RecordBatch)
+    b.position = pos
+    b.base_offset = <int64_t>kc_get_be64(h)
+    b.batch_length = <int32_t>kc_get_be32(h + 8)
+    b.partition_leader_epoch = <int32_t>kc_get_be32(h + 12)
+    b.magic = <signed char>h[16]
+    b.crc = kc_get_be32(h + 17)
+    b.attributes = <int16_t>kc_get_be16(h + 21)
+    b.last_offset_delta = <int32_t>kc_get_be32(h + 23)
+    b.base_timestamp = <int64_t>kc_get_be64(h + 27)
+    b.max_timestamp = <int64_t>kc_get_be64(h + 35)
+    b.producer_id = <int64_t>kc_get_be64(h + 43)
+    b.producer_epoch = <int16_t>kc_get_be16(h + 51)
+    b.base_sequence = <int32_t>kc_get_be32(h + 53)
+    b.records_count = <int32_t>kc_get_be32(h + 57)
+    if b.batch_length < HEADER_BYTES - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch length {b.batch_length} is below the minimum 49", pos)
+    if <Py_ssize_t>b.batch_length + LOG_OVERHEAD > remaining:
+        raise CorruptRecordError(
+            f"truncated batch: it declares {b.batch_length + LOG_OVERHEAD} bytes, "
+            f"{remaining} are left", pos)
+    if b.magic != 2:
+        raise CorruptRecordError(f"unsupported record batch magic {b.magic} (only 2 is read)", pos)
+    if b.base_offset < 0:
+        raise CorruptRecordError(f"negative base offset {b.base_offset}", pos)
+    if b.partition_leader_epoch < -1:
+        raise CorruptRecordError(f"invalid partition leader epoch {b.partition_leader_epoch}", pos)
+    cdef int codec = b.attributes & 0x07
+    if codec > 4:
+        raise CorruptRecordError(f"invalid compression codec id {codec}", pos)
+    if b.records_count < 0:
+        raise CorruptRecordError(f"negative records count {b.records_count}", pos)
+    if b.last_offset_delta < 0 or b.last_offset_delta < b.records_count - 1:
+        raise CorruptRecordError(
+            f"last offset delta {b.last_offset_delta} cannot cover {b.records_count} records", pos)
+    if b.base_offset > INT64_MAX - b.last_offset_delta:
+        raise CorruptRecordError("last offset overflows int64", pos)
+    return b
+
+
+cdef int _check_crc(const uint8_t *data, RecordBatch b) except -1:
+    cdef const uint8_t *start = data + b.position + ATTRIBUTES_OFFSET
+    cdef size_t n = <size_t>(b.batch_length + LOG_OVERHEAD - ATTRIBUTES_OFFSET)
+    cdef uint32_t actual
+    if n >= <size_t>NOGIL_BYTES_MIN:
+        with nogil:
+            actual = kc_crc32c_update(CRC_INIT, start, n) ^ CRC_INIT
+    else:
+        actual = kc_crc32c_update(CRC_INIT, start, n) ^ CRC_INIT
+    if actual != b.crc:
+        raise CorruptRecordError(
+            f"CRC mismatch: stored {b.crc:#010x}, computed {actual:#010x}", b.position)
+    return 0
+
+
+cdef tuple _read_headers(const uint8_t *data, Py_ssize_t *pp, Py_ssize_t rec_end, int32_t count):
+    """Parse `count` headers at *pp (bounded by rec_end); advances *pp."""
+    cdef Py_ssize_t p = pp[0]
+    cdef const uint8_t *lim = data + rec_end
+    cdef int32_t klen, vlen
+    cdef int n
+    cdef list pairs = []
+    for _ in range(count):
+        n = kc_read_varint32(data + p, lim, &klen)
+        if n <= 0:
+            raise _varint_error(n, "header key length", p)
+        p += n
+        if klen < 0 or klen > rec_end - p:
+            raise CorruptRecordError(f"header key length {klen} is invalid", p)
+        try:
+            hkey = PyUnicode_DecodeUTF8(<const char *>data + p, klen, NULL)
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not valid UTF-8", p) from None
+        p += klen
+        n = kc_read_varint32(data + p, lim, &vlen)
+        if n <= 0:
+            raise _varint_error(n, "header value length", p)
+        p += n
+        if vlen < -1 or vlen > rec_end - p:
+            raise CorruptRecordError(f"header value length {vlen} is invalid", p)
+        if vlen < 0:
+            pairs.append((hkey, None))
+        else:
+            pairs.append((hkey, PyBytes_FromStringAndSize(<const char *>data + p, vlen)))
+            p += vlen
+    pp[0] = p
+    return tuple(pairs)
+
+
+cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssize_t end, bint build):
+    """Parse every record of batch `b` from data[p:end]; the Record list when `build`."""
+    cdef int32_t count = b.records_count
+    cdef int32_t last_delta = b.last_offset_delta
+    cdef int64_t base_offset = b.base_offset
+    cdef int64_t base_ts = b.base_timestamp
+    cdef bint log_append = (b.attributes & 0x08) != 0
+    cdef int64_t max_ts = b.max_timestamp
+    cdef int32_t length, off_delta, klen, vlen, hcount
+    cdef int32_t prev_delta = -1
+    cdef int64_t ts_delta, ts
+    cdef Py_ssize_t rec_start, rec_end, kpos, vpos
+    cdef const uint8_t *lim
+    cdef int n
+    cdef list records = [] if build else None
+    cdef Record rec
+    cdef tuple hdrs
+    cdef object owner = b._owner
+    if count > (end - p) // RECORD_BYTES_MIN:
+        raise CorruptRecordError(f"records count {count} cannot fit in {end - p} bytes", p)
+    for _ in range(count):
+        rec_start = p
+        n = kc_read_varint32(data + p, data + end, &length)
+        if n <= 0:
+            raise _varint_error(n, "record length", p)
+        p += n
+        if length < 0 or length > end - p:
+            raise CorruptRecordError(f"record length {length} is invalid", rec_start)
+        if length < 6:
+            raise CorruptRecordError(f"record length {length} is below the minimum 6", rec_start)
+        rec_end = p + length
+        lim = data + rec_end
+        p += 1  # record attributes: unused
+        n = kc_read_varint64(data + p, lim, &ts_delta)
+        if n <= 0:
+            raise _varint_error(n, "timestamp delta", p)
+        p += n
+        n = kc_read_varint32(data + p, lim, &off_delta)
+        if n <= 0:
+            raise _varint_error(n, "offset delta", p)
+        p += n
+        if off_delta <= prev_delta or off_delta > last_delta:
+            raise CorruptRecordError(
+                f"offset delta {off_delta} out of order or beyond {last_delta}", rec_start)
+        prev_delta = off_delta
+        n = kc_read_varint32(data + p, lim, &klen)
+        if n <= 0:
+            raise _varint_error(n, "key length", p)
+        p += n
+        if klen < -1 or klen > rec_end - p:
+            raise CorruptRecordError(f"key length {klen} is invalid", p)
+        kpos = p
+        if klen > 0:
+            p += klen
+        n = kc_read_varint32(data + p, lim, &vlen)
+        if n <= 0:
+            raise _varint_error(n, "value length", p)
+        p += n
+        if vlen < -1 or vlen > rec_end - p:
+            raise CorruptRecordError(f"value length {vlen} is invalid", p)
+        vpos = p
+        if vlen > 0:
+            p += vlen
+        n = kc_read_varint32(data + p, lim, &hcount)
+        if n <= 0:
+            raise _varint_error(n, "headers count", p)
+        p += n
+        if hcount < 0 or hcount > (rec_end - p) // 2:
+            raise CorruptRecordError(f"headers count {hcount} is invalid", p)
+        hdrs = _read_headers(data, &p, rec_end, hcount) if hcount else NO_HEADERS
+        if p != rec_end:
+            raise CorruptRecordError(
+                f"record declares {length} bytes but its fields use {p - (rec_end - length)}",
+                rec_start)
+        if log_append:
+            ts = max_ts
+        else:
+            if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
+               (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+                raise CorruptRecordError("record timestamp overflows int64", rec_start)
+            ts = base_ts + ts_delta
+        if build:
+            rec = Record.__new__(Record)
+            rec.offset = base_offset + off_delta
+            rec.timestamp = ts
+            rec.headers = hdrs
+            rec._owner = owner
+            rec._data = data
+            rec._key_pos = kpos
+            rec._key_len = klen
+            rec._value_pos = vpos
+            rec._value_len = vlen
+            records.append(rec)
+    if p != end:
+        raise CorruptRecordError(f"{end - p} bytes remain after the batch's {count} records", p)
+    return records
+
+
+cdef list _decode(object buffer, bint verify, bint build):
+    cdef _Exported holder = _Exported.__new__(_Exported)
+    PyObject_GetBuffer(buffer, &holder.view, PyBUF_SIMPLE)
+    holder.held = True
+    cdef const uint8_t *data = <const uint8_t *>holder.view.buf
+    cdef Py_ssize_t total = holder.view.len
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t start, end
+    cdef RecordBatch b
+    cdef int codec
+    cdef list out = []
+    cdef bytes plain
+    while pos < total:
+        b = _read_header(data, pos, total)
+        if verify:
+            _check_crc(data, b)
+        start = pos + HEADER_BYTES
+        end = pos + LOG_OVERHEAD + b.batch_length
+        codec = b.attributes & 0x07
+        if codec == CODEC_NONE:
+            b._owner = holder
+            b._data = data
+            b.records = _walk_records(b, data, start, end, build)
+        elif codec == CODEC_LZ4:
+            plain = lz4_decompress(
+                PyMemoryView_FromMemory(<char *>data + start, end - start, 0x100), pos)
+            b._owner = plain
+            b._data = <const uint8_t *>PyBytes_AS_STRING(plain)
+            try:
+                b.records = _walk_records(b, b._data, 0, PyBytes_GET_SIZE(plain), build)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    f"{exc.reason} (at byte {exc.position} of the decompressed records)",
+                    pos) from None
+        else:
+            raise UnsupportedCompressionError(CODEC_NAMES[codec], pos)
+        out.append(b)
+        pos = end
+    return out
+
+
+def decode_batches(buffer, bint verify=True):
+    """Decode every record batch in `buffer` (back to back, nothing else) into a list.
+
+    With `verify` the CRC of every batch is checked. Any malformed byte raises
+    `CorruptRecordError` with its position; a codec other than none/lz4 raises
+    `UnsupportedCompressionError`."""
+    return _decode(buffer, verify, True)
+
+
+def validate_batches(buffer):
+    """Check every batch in `buffer` (framing, CRC, record structure) without building
+    records. Returns the number of batches; raises like `decode_batches`."""
+    return len(_decode(buffer, True, False))
+
+
+# ------------------------------------------------------------------------------ encode
+
+cdef Py_ssize_t _length_of(object obj, str name, Py_ssize_t i) except -2:
+    """Byte length of a key/value/header value, -1 for None; TypeError if not bytes-like."""
+    cdef Py_buffer view
+    if obj is None:
+        return -1
+    if PyBytes_CheckExact(obj):
+        return PyBytes_GET_SIZE(obj)
+    try:
+        PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
+    except (TypeError, BufferError):
+        raise TypeError(f"{name}[{i}] must be bytes-like or None, not {type(obj).__name__}") from None
+    cdef Py_ssize_t n = view.len
+    PyBuffer_Release(&view)
+    return n
+
+
+cdef inline int _sized(Py_ssize_t n):
+    """Bytes taken by a length-prefixed field of n bytes (n = -1 for null)."""
+    return 1 if n < 0 else kc_size_varint32(<int32_t>n)
+
+
+cdef uint8_t *_put(uint8_t *out, object obj, Py_ssize_t expected) except NULL:
+    """Write varint length + bytes of obj (None = -1); obj was measured by _length_of."""
+    cdef Py_buffer view
+    if obj is None:
+        out[0] = 1  # zigzag(-1)
+        return out + 1
+    if PyBytes_CheckExact(obj):
+        out += kc_write_varint32(out, <int32_t>expected)
+        memcpy(out, PyBytes_AS_STRING(obj), expected)
+        return out + expected
+    PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
+    try:
+        if view.len != expected:
+            raise RuntimeError("a key or value changed size while the batch was being encoded")
+        out += kc_write_varint32(out, <int32_t>expected)
+        memcpy(out, view.buf, expected)
+    finally:
+        PyBuffer_Release(&view)
+    return out + expected
+
+
+cdef object _fast(object seq, str name):
+    """A list or tuple (for PySequence_Fast_GET_ITEM) holding the elements of seq."""
+    if seq is None or isinstance(seq, (list, tuple)):
+        return seq
+    try:
+        return list(seq)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence, not {type(seq).__name__}") from None
+
+
+cdef Py_ssize_t _headers_size(object pairs, Py_ssize_t i) except -1:
+    """Encoded size of one record's headers section, validating it."""
+    cdef Py_ssize_t size, klen
+    if pairs is None:
+        return 1
+    seq = _fast(pairs, f"headers[{i}]")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq)
+    if count > INT32_MAX:
+        raise ValueError(f"headers[{i}] has too many headers")
+    size = kc_size_varint32(<int32_t>count)
+    for j in range(count):
+        header_key, header_value = <object>PySequence_Fast_GET_ITEM(seq, j)
+        if not PyUnicode_Check(header_key):
+            raise TypeError(f"headers[{i}] keys must be str, not {type(header_key).__name__}")
+        PyUnicode_AsUTF8AndSize(header_key, &klen)
+        size += _sized(klen) + klen
+        vlen = _length_of(header_value, f"headers[{i}] value", i)
+        size += _sized(vlen) + (vlen if vlen > 0 else 0)
+    return size
+
+
+cdef uint8_t *_put_headers(uint8_t *out, object pairs) except NULL:
+    cdef Py_ssize_t klen
+    cdef const char *kptr
+    if pairs is None:
+        out[0] = 0
+        return out + 1
+    seq = _fast(pairs, "headers")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq)
+    out += kc_write_varint32(out, <int32_t>count)
+    for j in range(count):
+        header_key, header_value = <object>PySequence_Fast_GET_ITEM(seq, j)
+        kptr = PyUnicode_AsUTF8AndSize(header_key, &klen)
+        out += kc_write_varint32(out, <int32_t>klen)
+        memcpy(out, kptr, klen)
+        out += klen
+        out = _put(out, header_value, _length_of(header_value, "headers value", j))
+    return out
+
+
+def encode_batch(
+    values,
+    *,
+    keys=None,
+    headers=None,
+    timestamps=None,
+    timestamp=-1,
+    base_offset=0,
+    leader_epoch=-1,
+    compression=None,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    transactional=False,
+    control=False,
+    log_append_time=False,
+):
+    """Encode one record batch v2 holding one record per element of `values`.
+
+    `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
+    headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
+    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
+    `compression` is None or "lz4". Returns the batch as bytes.
+    """
+    if values is None:
+        raise TypeError("values must be a sequence of bytes-like objects or None, not None")
+    vals = _fast(values, "values")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(vals)
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    ks = _fast(keys, "keys")
+    hs = _fast(headers, "headers")
+    tss = _fast(timestamps, "timestamps")
+    for name, column in (("keys", ks), ("headers", hs), ("timestamps", tss)):
+        if column is not None and len(column) != count:
+            raise ValueError(f"{name} has {len(column)} elements for {count} values")
+    _check_range("base_offset", base_offset, (0, INT64_MAX))
+    _check_range("leader_epoch", leader_epoch, (-0x80000000, 0x7FFFFFFF))
+    _check_range("producer_id", producer_id, (INT64_MIN, INT64_MAX))
+    _check_range("producer_epoch", producer_epoch, (-0x8000, 0x7FFF))
+    _check_range("base_sequence", base_sequence, (-0x80000000, 0x7FFFFFFF))
+    _check_range("timestamp", timestamp, (INT64_MIN, INT64_MAX))
+    if count - 1 > INT32_MAX or base_offset + count - 1 > INT64_MAX:
+        raise ValueError("too many records for one batch at this base offset")
+    cdef int codec = compression_codec(compression)
+
+    cdef int64_t base_ts = timestamp
+    cdef int64_t max_ts = timestamp
+    cdef int64_t ts
+    cdef int64_t *deltas = NULL
+    cdef int32_t *sizes = <int32_t *>malloc(count * sizeof(int32_t))
+    if sizes == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t i, klen, vlen, body, total = 0
+    cdef uint8_t *out
+    cdef uint8_t *w
+    cdef bytes recs, result
+    try:
+        if tss is not None:
+            deltas = <int64_t *>malloc(count * sizeof(int64_t))
+            if deltas == NULL:
+                raise MemoryError()
+            for i in range(count):
+                item = <object>PySequence_Fast_GET_ITEM(tss, i)
+                if not PyLong_Check(item) or PyBool_Check(item):
+                    raise TypeError(f"timestamps[{i}] must be an int, not {type(item).__name__}")
+                if not INT64_MIN <= item <= INT64_MAX:
+                    raise ValueError(f"timestamps[{i}] out of range [{INT64_MIN}, {INT64_MAX}]: {item}")
+                deltas[i] = PyLong_AsLongLong(item)
+            base_ts = deltas[0]
+            max_ts = base_ts
+            for i in range(count):
+                ts = deltas[i]
+                if ts > max_ts:
+                    max_ts = ts
+                if (base_ts < 0 and ts > INT64_MAX + base_ts) or (base_ts > 0 and ts < INT64_MIN + base_ts):
+                    raise ValueError(f"timestamps[{i}] is too far from timestamps[0]")
+                deltas[i] = ts - base_ts
+
+        # Pass 1: validate every field and size every record.
+        for i in range(count):
+            klen = -1 if ks is None else _length_of(<object>PySequence_Fast_GET_ITEM(ks, i), "keys", i)
+            vlen = _length_of(<object>PySequence_Fast_GET_ITEM(vals, i), "values", i)
+            body = (1 + (kc_size_varint64(deltas[i]) if deltas != NULL else 1)
+                    + kc_size_varint32(<int32_t>i)
+                    + _sized(klen) + (klen if klen > 0 else 0)
+                    + _sized(vlen) + (vlen if vlen > 0 else 0)
+                    + (_headers_size(<object>PySequence_Fast_GET_ITEM(hs, i), i) if hs is not None else 1))
+            if body > INT32_MAX:
+                raise ValueError(f"record {i} is larger than an int32 length allows")
+            sizes[i] = <int32_t>body
+            total += kc_size_varint32(<int32_t>body) + body
+            if total > RECORD_BATCH_BYTES_MAX:
+                raise ValueError(f"the batch would be more than {RECORD_BATCH_BYTES_MAX} bytes")
+
+        # Pass 2: write the records.
+        if codec == CODEC_NONE:
+            if HEADER_BYTES + total > RECORD_BATCH_BYTES_MAX:
+                raise ValueError(f"the batch would be {HEADER_BYTES + total} bytes, above the int32 limit")
+            result = PyBytes_FromStringAndSize(NULL, HEADER_BYTES + total)
+            out = <uint8_t *>PyBytes_AS_STRING(result)
+            w = out + HEADER_BYTES
+        else:
+            recs = PyBytes_FromStringAndSize(NULL, total)
+            w = <uint8_t *>PyBytes_AS_STRING(recs)
+        for i in range(count):
+            w += kc_write_varint32(w, sizes[i])
+            w[0] = 0
+            w += 1
+            if deltas != NULL:
+                w += kc_write_varint64(w, deltas[i])
+            else:
+                w[0] = 0
+                w += 1
+            w += kc_write_varint32(w, <int32_t>i)
+            if ks is None:
+                w[0] = 1
+                w += 1
+            else:
+                key = <object>PySequence_Fast_GET_ITEM(ks, i)
+                w = _put(w, key, _length_of(key, "keys", i))
+            value = <object>PySequence_Fast_GET_ITEM(vals, i)
+            w = _put(w, value, _length_of(value, "values", i))
+            if hs is None:
+                w[0] = 0
+                w += 1
+            else:
+                w = _put_headers(w, <object>PySequence_Fast_GET_ITEM(hs, i))
+    finally:
+        free(sizes)
+        free(deltas)
+
+    if codec == CODEC_LZ4:
+        compressed = lz4_compress(recs)
+        total = len(compressed)
+        if HEADER_BYTES + total > RECORD_BATCH_BYTES_MAX:
+            raise ValueError(f"the batch would be {HEADER_BYTES + total} bytes, above the int32 limit")
+        result = PyBytes_FromStringAndSize(NULL, HEADER_BYTES + total)
+        out = <uint8_t *>PyBytes_AS_STRING(result)
+        memcpy(out + HEADER_BYTES, PyBytes_AS_STRING(compressed), total)
+
+    cdef uint16_t attributes = <uint16_t>codec
+    if log_append_time:
+        attributes |= 0x08
+    if transactional:
+        attributes |= 0x10
+    if control:
+        attributes |= 0x20
+    kc_put_be64(out, <uint64_t><int64_t>base_offset)
+    kc_put_be32(out + 8, <uint32_t>(HEADER_BYTES + total - LOG_OVERHEAD))
+    kc_put_be32(out + 12, <uint32_t><int32_t>leader_epoch)
+    out[16] = 2
+    kc_put_be16(out + 21, attributes)
+    kc_put_be32(out + 23, <uint32_t>(count - 1))
+    kc_put_be64(out + 27, <uint64_t>base_ts)
+    kc_put_be64(out + 35, <uint64_t>max_ts)
+    kc_put_be64(out + 43, <uint64_t><int64_t>producer_id)
+    kc_put_be16(out + 51, <uint16_t><int16_t>producer_epoch)
+    kc_put_be32(out + 53, <uint32_t><int32_t>base_sequence)
+    kc_put_be32(out + 57, <uint32_t>count)
+    kc_put_be32(out + 17, kc_crc32c_update(0xFFFFFFFF, out + ATTRIBUTES_OFFSET,
+                                           HEADER_BYTES + total - ATTRIBUTES_OFFSET) ^ 0xFFFFFFFF)
+    return result

@@ -1,0 +1,557 @@
+"""Kafka record batch v2 ("magic 2"): encode, decode and validate (kafka-facts §2).
+
+Layout of a batch (big-endian; offsets chained from one field to the next):
+
+    0  baseOffset int64           8  batchLength int32 (bytes after this field)
+    12 partitionLeaderEpoch int32 16 magic int8 (= 2)
+    17 crc uint32: CRC-32C of bytes 21..end, so offsets and the leader epoch can be
+       restamped without recomputing it
+    21 attributes int16           23 lastOffsetDelta int32
+    27 baseTimestamp int64        35 maxTimestamp int64
+    43 producerId int64           51 producerEpoch int16
+    53 baseSequence int32         57 recordsCount int32
+    61 records, or one LZ4 frame holding them all when the codec bits say lz4
+
+A record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+keyLength varint (-1 = null), key, valueLength varint (-1 = null), value, headersCount
+varint, then per header keyLength varint (>= 0), UTF-8 key, valueLength varint (-1 = null),
+value. Record-level varints are zigzag.
+
+Invariants checked on decode, each a `CorruptRecordError` with the byte position: the batch
+fits the buffer, magic 2, CRC, a known codec, a non-negative base offset and records count,
+a leader epoch >= -1, every record inside its declared length and consuming all of it,
+offset deltas strictly increasing within [0, lastOffsetDelta], no bytes after the last
+record, header keys valid UTF-8. This module is the specification; `kraftcore._c.records`
+must behave the same on every input.
+"""
+
+import struct
+
+import lz4.frame
+
+from kraftcore import limits
+from kraftcore._py.crc32c import crc32c
+from kraftcore._py.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_BYTES = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC covers attributes..end
+MAGIC = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_SNAPPY = 2
+CODEC_LZ4 = 3
+CODEC_ZSTD = 4
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
+
+_INT16 = (-0x8000, 0x7FFF)
+_INT32 = (-0x80000000, 0x7FFFFFFF)
+_INT64 = (-0x8000000000000000, 0x7FFFFFFFFFFFFFFF)
+_NO_HEADERS = ()
+
+
+def compression_codec(compression):
+    """Map a `compression=` argument (None, a name or a codec id) to the codec id to write.
+
+    Raises UnsupportedCompressionError for a known codec kraftcore does not write, and
+    ValueError for something that is not a codec at all."""
+    if compression is None:
+        return CODEC_NONE
+    if isinstance(compression, str):
+        codec = _CODEC_IDS.get(compression.lower())
+        if codec is None:
+            raise ValueError(f"unknown compression {compression!r}; use None or 'lz4'")
+    elif isinstance(compression, int) and not isinstance(compression, bool):
+        if compression not in CODEC_NAMES:
+            raise ValueError(f"unknown compression codec id {compression}; use 0 or 3")
+        codec = compression
+    else:
+        raise TypeError(f"compression must be None, a codec name or id, not {compression!r}")
+    if codec not in (CODEC_NONE, CODEC_LZ4):
+        raise UnsupportedCompressionError(CODEC_NAMES[codec])
+    return codec
+
+
+def lz4_compress(data):
+    """An LZ4 frame as Kafka writes it: 64 KiB independent blocks, no checksums, no size."""
+    return lz4.frame.compress(
+        data,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        block_linked=False,
+        content_checksum=False,
+        block_checksum=False,
+        store_size=False,
+    )
+
+
+def lz4_decompress(data, position):
+    """Decompress one LZ4 frame holding a batch's records, refusing more than the limit."""
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    limit = limits.DECOMPRESSED_BATCH_BYTES_MAX
+    try:
+        out = decompressor.decompress(data, max_length=limit + 1)
+    except RuntimeError as exc:
+        raise CorruptRecordError(f"bad lz4 frame in batch: {exc}", position) from None
+    if len(out) > limit:
+        raise CorruptRecordError(
+            f"lz4 batch decompresses to more than {limit} bytes", position
+        )
+    if not decompressor.eof or decompressor.unused_data:
+        raise CorruptRecordError("lz4 frame in batch is truncated or followed by junk", position)
+    return out
+
+
+def _check_range(name, value, bounds):
+    low, high = bounds
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} out of range [{low}, {high}]: {value}")
+
+
+def _bytes_or_none(name, index, obj):
+    if obj is None:
+        return None
+    if isinstance(obj, bytes):
+        return obj
+    try:
+        return memoryview(obj).cast("B").tobytes()
+    except TypeError:
+        raise TypeError(
+            f"{name}[{index}] must be bytes-like or None, not {type(obj).__name__}"
+        ) from None
+
+
+def _encode_length_prefixed(out, data):
+    if data is None:
+        out += b"\x01"  # zigzag(-1)
+    else:
+        out += encode_varint(len(data))
+        out += data
+
+
+class Record:
+    """One record of a decoded batch: absolute offset and timestamp, key, value, headers.
+
+    `headers` is a tuple of `(key: str, value: bytes | None)` pairs."""
+
+    __slots__ = ("offset", "timestamp", "key", "value", "headers")
+
+    def __init__(self, offset, timestamp, key, value, headers):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __repr__(self):
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r}, headers={self.headers!r})"
+        )
+
+
+class RecordBatch:
+    """A decoded record batch: every header field, derived flags, and its records."""
+
+    __slots__ = (
+        "position",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+        "records",
+    )
+
+    @property
+    def size_bytes(self):
+        return LOG_OVERHEAD + self.batch_length
+
+    @property
+    def last_offset(self):
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self):
+        """The codec id (0 none, 3 lz4)."""
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self):
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self):
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self):
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self):
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    def __repr__(self):
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"partition_leader_epoch={self.partition_leader_epoch}, "
+            f"records_count={self.records_count}, attributes={self.attributes:#x}, "
+            f"size_bytes={self.size_bytes})"
+        )
+
+
+def encode_batch(
+    values,
+    *,
+    keys=None,
+    headers=None,
+    timestamps=None,
+    timestamp=-1,
+    base_offset=0,
+    leader_epoch=-1,
+    compression=None,
+    producer_id=-1,
+    producer_epoch=-1,
+    base_sequence=-1,
+    transactional=False,
+    control=False,
+    log_append_time=False,
+):
+    """Encode one record batch v2 holding one record per element of `values`.
+
+    `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
+    headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
+    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
+    `compression` is None or "lz4". Returns the batch as bytes.
+    """
+    values, keys, headers, timestamps = (
+        column if column is None or isinstance(column, (list, tuple)) else list(column)
+        for column in (values, keys, headers, timestamps)
+    )
+    count = len(values)
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    for name, column in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
+        if column is not None and len(column) != count:
+            raise ValueError(f"{name} has {len(column)} elements for {count} values")
+    _check_range("base_offset", base_offset, (0, _INT64[1]))
+    _check_range("leader_epoch", leader_epoch, _INT32)
+    _check_range("producer_id", producer_id, _INT64)
+    _check_range("producer_epoch", producer_epoch, _INT16)
+    _check_range("base_sequence", base_sequence, _INT32)
+    _check_range("timestamp", timestamp, _INT64)
+    if count - 1 > _INT32[1] or base_offset + count - 1 > _INT64[1]:
+        raise ValueError("too many records for one batch at this base offset")
+    codec = compression_codec(compression)
+
+    if timestamps is None:
+        base_timestamp = max_timestamp = timestamp
+    else:
+        for i, ts in enumerate(timestamps):
+            _check_range(f"timestamps[{i}]", ts, _INT64)
+        base_timestamp = timestamps[0]
+        max_timestamp = max(timestamps)
+
+    body = bytearray()
+    record = bytearray()
+    for i in range(count):
+        record.clear()
+        record += b"\x00"  # record attributes
+        delta = 0 if timestamps is None else timestamps[i] - base_timestamp
+        if not _INT64[0] <= delta <= _INT64[1]:
+            raise ValueError(f"timestamps[{i}] is too far from timestamps[0]")
+        record += encode_varlong(delta)
+        record += encode_varint(i)
+        _encode_length_prefixed(record, None if keys is None else _bytes_or_none("keys", i, keys[i]))
+        _encode_length_prefixed(record, _bytes_or_none("values", i, values[i]))
+        pairs = () if headers is None or headers[i] is None else headers[i]
+        record += encode_varint(len(pairs))
+        for pair in pairs:
+            header_key, header_value = pair
+            if not isinstance(header_key, str):
+                raise TypeError(
+                    f"headers[{i}] keys must be str, not {type(header_key).__name__}"
+                )
+            _encode_length_prefixed(record, header_key.encode("utf-8"))
+            _encode_length_prefixed(record, _bytes_or_none(f"headers[{i}] value", i, header_value))
+        if len(record) > _INT32[1]:
+            raise ValueError(f"record {i} is larger than an int32 length allows")
+        body += encode_varint(len(record))
+        body += record
+
+    if codec == CODEC_LZ4:
+        body = lz4_compress(bytes(body))
+    total = HEADER_BYTES + len(body)
+    if total > limits.RECORD_BATCH_BYTES_MAX:
+        raise ValueError(f"the batch would be {total} bytes, above the int32 limit")
+    attributes = codec
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    out = bytearray(
+        HEADER.pack(
+            base_offset,
+            total - LOG_OVERHEAD,
+            leader_epoch,
+            MAGIC,
+            0,
+            attributes,
+            count - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+    )
+    out += body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def _read_header(view, pos):
+    """Check the framing of the batch at `pos` and return its unpacked header."""
+    remaining = len(view) - pos
+    if remaining < HEADER_BYTES:
+        raise CorruptRecordError(
+            f"truncated batch: {remaining} bytes left, a batch header needs {HEADER_BYTES}", pos
+        )
+    fields = HEADER.unpack_from(view, pos)
+    base_offset, batch_length, leader_epoch, magic = fields[:4]
+    if batch_length < HEADER_BYTES - LOG_OVERHEAD:
+        raise CorruptRecordError(f"batch length {batch_length} is below the minimum 49", pos)
+    if batch_length + LOG_OVERHEAD > remaining:
+        raise CorruptRecordError(
+            f"truncated batch: it declares {batch_length + LOG_OVERHEAD} bytes, "
+            f"{remaining} are left",
+            pos,
+        )
+    if magic != MAGIC:
+        raise CorruptRecordError(f"unsupported record batch magic {magic} (only 2 is read)", pos)
+    if base_offset < 0:
+        raise CorruptRecordError(f"negative base offset {base_offset}", pos)
+    if leader_epoch < -1:
+        raise CorruptRecordError(f"invalid partition leader epoch {leader_epoch}", pos)
+    attributes, last_offset_delta, records_count = fields[5], fields[6], fields[12]
+    codec = attributes & COMPRESSION_MASK
+    if codec not in CODEC_NAMES:
+        raise CorruptRecordError(f"invalid compression codec id {codec}", pos)
+    if records_count < 0:
+        raise CorruptRecordError(f"negative records count {records_count}", pos)
+    if last_offset_delta < 0 or last_offset_delta < records_count - 1:
+        raise CorruptRecordError(
+            f"last offset delta {last_offset_delta} cannot cover {records_count} records", pos
+        )
+    if base_offset > _INT64[1] - last_offset_delta:
+        raise CorruptRecordError("last offset overflows int64", pos)
+    return fields
+
+
+def _check_crc(view, pos, fields):
+    end = pos + LOG_OVERHEAD + fields[1]
+    actual = crc32c(view[pos + ATTRIBUTES_OFFSET : end])
+    if actual != fields[4]:
+        raise CorruptRecordError(
+            f"CRC mismatch: stored {fields[4]:#010x}, computed {actual:#010x}", pos
+        )
+
+
+def _records_view(view, pos, fields):
+    """The batch's record bytes: (buffer, start, end, whether they were decompressed)."""
+    start = pos + HEADER_BYTES
+    end = pos + LOG_OVERHEAD + fields[1]
+    codec = fields[5] & COMPRESSION_MASK
+    if codec == CODEC_NONE:
+        return view, start, end, False
+    if codec != CODEC_LZ4:
+        raise UnsupportedCompressionError(CODEC_NAMES[codec], pos)
+    data = memoryview(lz4_decompress(view[start:end], pos))
+    return data, 0, len(data), True
+
+
+def _read_length_prefixed(data, p, end, what):
+    length, p = decode_varint(data, p)
+    if length < -1:
+        raise CorruptRecordError(f"{what} length {length} is invalid", p)
+    if length == -1:
+        return None, p
+    if length > end - p:
+        raise CorruptRecordError(f"{what} of {length} bytes overruns its record", p)
+    return data[p : p + length].tobytes(), p + length
+
+
+def _walk_records(data, p, end, fields, build):
+    """Parse every record of one batch; returns the Record list when `build`, else None.
+
+    Errors carry positions in `data`; the caller maps them for decompressed records."""
+    base_offset, base_timestamp = fields[0], fields[7]
+    last_offset_delta, count = fields[6], fields[12]
+    log_append = fields[5] & TIMESTAMP_TYPE_MASK
+    max_timestamp = fields[8]
+
+    if count > (end - p) // limits.RECORD_BYTES_MIN:
+        raise CorruptRecordError(
+            f"records count {count} cannot fit in {end - p} bytes", p
+        )
+    records = [] if build else None
+    previous_delta = -1
+    for _ in range(count):
+        record_start = p
+        length, p = decode_varint(data, p)
+        if length < 0 or length > end - p:
+            raise CorruptRecordError(f"record length {length} is invalid", record_start)
+        record_end = p + length
+        if length < 6:
+            raise CorruptRecordError(f"record length {length} is below the minimum 6", record_start)
+        p += 1  # attributes: unused
+        ts_delta, p = decode_varlong(data, p)
+        offset_delta, p = decode_varint(data, p)
+        if p > record_end:
+            raise CorruptRecordError("record fields overrun its length", record_start)
+        if offset_delta <= previous_delta or offset_delta > last_offset_delta:
+            raise CorruptRecordError(
+                f"offset delta {offset_delta} out of order or beyond {last_offset_delta}",
+                record_start,
+            )
+        previous_delta = offset_delta
+        key, p = _read_length_prefixed(data, p, record_end, "key")
+        value, p = _read_length_prefixed(data, p, record_end, "value")
+        if p >= record_end:
+            raise CorruptRecordError("record ends before its headers count", p)
+        header_count, p = decode_varint(data, p)
+        if header_count < 0 or header_count > (record_end - p) // 2:
+            raise CorruptRecordError(f"headers count {header_count} is invalid", p)
+        pairs = []
+        for _h in range(header_count):
+            key_len, p = decode_varint(data, p)
+            if key_len < 0 or key_len > record_end - p:
+                raise CorruptRecordError(f"header key length {key_len} is invalid", p)
+            raw_key = data[p : p + key_len]
+            try:
+                header_key = str(raw_key, "utf-8")
+            except UnicodeDecodeError:
+                raise CorruptRecordError("header key is not valid UTF-8", p) from None
+            p += key_len
+            if p >= record_end:
+                raise CorruptRecordError("header value length overruns its record", p)
+            header_value, p = _read_length_prefixed(data, p, record_end, "header value")
+            pairs.append((header_key, header_value))
+        if p != record_end:
+            raise CorruptRecordError(
+                f"record declares {length} bytes but its fields use {p - (record_end - length)}",
+                record_start,
+            )
+        if log_append:
+            ts = max_timestamp
+        else:
+            ts = base_timestamp + ts_delta
+            if not _INT64[0] <= ts <= _INT64[1]:
+                raise CorruptRecordError("record timestamp overflows int64", record_start)
+        if build:
+            records.append(
+                Record(
+                    base_offset + offset_delta,
+                    ts,
+                    key,
+                    value,
+                    tuple(pairs) if pairs else _NO_HEADERS,
+                )
+            )
+    if p != end:
+        raise CorruptRecordError(
+            f"{end - p} bytes remain after the batch's {count} records", p
+        )
+    return records
+
+
+def _iter_batches(buffer, verify, build):
+    view = memoryview(buffer)
+    if not view.c_contiguous:
+        raise ValueError("the buffer must be C-contiguous")
+    view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+    pos = 0
+    total = len(view)
+    while pos < total:
+        fields = _read_header(view, pos)
+        if verify:
+            _check_crc(view, pos, fields)
+        data, start, end, compressed = _records_view(view, pos, fields)
+        try:
+            records = _walk_records(data, start, end, fields, build)
+        except CorruptRecordError as exc:
+            if not compressed:
+                raise
+            raise CorruptRecordError(
+                f"{exc.reason} (at byte {exc.position} of the decompressed records)", pos
+            ) from None
+        yield pos, fields, records
+        pos += LOG_OVERHEAD + fields[1]
+
+
+def decode_batches(buffer, verify=True):
+    """Decode every record batch in `buffer` (back to back, nothing else) into a list.
+
+    With `verify` the CRC of every batch is checked. Any malformed byte raises
+    `CorruptRecordError` with its position; a codec other than none/lz4 raises
+    `UnsupportedCompressionError`."""
+    batches = []
+    for pos, fields, records in _iter_batches(buffer, verify, True):
+        batch = RecordBatch()
+        (
+            batch.base_offset,
+            batch.batch_length,
+            batch.partition_leader_epoch,
+            batch.magic,
+            batch.crc,
+            batch.attributes,
+            batch.last_offset_delta,
+            batch.base_timestamp,
+            batch.max_timestamp,
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+            batch.records_count,
+        ) = fields
+        batch.position = pos
+        batch.records = records
+        batches.append(batch)
+    return batches
+
+
+def validate_batches(buffer):
+    """Check every batch in `buffer` (framing, CRC, record structure) without building
+    records. Returns the number of batches; raises like `decode_batches`."""
+    count = 0
+    for _ in _iter_batches(buffer, True, False):
+        count += 1
+    return count

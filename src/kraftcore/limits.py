@@ -1,0 +1,19 @@
+"""Every hard limit of kraftcore, in one place, with its unit in the name.
+
+A limit exists so that bad or hostile input fails fast with a clear error instead of
+exhausting memory or time. Changing one is a deliberate act: tests refer to these names.
+"""
+
+# Record batch v2 (kafka-facts §2): batchLength is an int32, so a batch is at most this big.
+RECORD_BATCH_BYTES_MAX = 0x7FFFFFFF
+# The smallest legal batch: the 61-byte header with no records.
+RECORD_BATCH_OVERHEAD_BYTES = 61
+# A record holds at least length, attributes, timestampDelta, offsetDelta, keyLength,
+# valueLength and headersCount: seven one-byte fields. Used to reject lying record counts
+# before anything is allocated for them.
+RECORD_BYTES_MIN = 7
+# Decompressing one batch may produce at most this many bytes (a guard against
+# decompression bombs; Kafka's own default max.message.bytes is 1 MiB).
+DECOMPRESSED_BATCH_BYTES_MAX = 128 * 1024 * 1024
+# Inputs at least this large are processed with the GIL released by the native kernels.
+NOGIL_BYTES_MIN = 64 * 1024
