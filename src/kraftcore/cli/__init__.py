@@ -1,0 +1,1 @@
+"""The `kraftcore` command line."""
