@@ -7,7 +7,7 @@
  *   - x86-64 with SSE4.2: the crc32 instruction, compiled through a target attribute so
  *     the module itself is built for the baseline ISA (never -march=native);
  *   - aarch64 with the CRC extension: the crc32c instructions, likewise;
- *   - anywhere else: slicing-by-8 tables.
+ *   - anywhere else, or when built with -DKC_CRC_NO_HW: slicing-by-8 tables.
  *
  * The hardware paths run three independent streams over three adjacent blocks so the
  * instruction's latency (3 cycles, one issued per cycle) is hidden, then merge the three
@@ -86,93 +86,47 @@ static void kc_crc_make_shift(uint32_t table[4][256], size_t len) {
     }
 }
 
+/* Each hardware back end defines KC_HW_TARGET (a target attribute, so the rest of the
+ * module stays baseline ISA), KC_HW_U64 / KC_HW_U8 (one CRC step over 8 bytes / 1 byte)
+ * and kc_crc_detect(); the loops below are written once for all of them. */
+
 /* ---------------------------------------------------------------- x86-64 */
-#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER))
-#define KC_CRC_X86 1
+#if defined(KC_CRC_NO_HW)
+/* built without hardware paths on purpose (to exercise the portable build) */
+#elif (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER))
+#define KC_HW 1
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
 #include <nmmintrin.h>
-#define KC_TARGET_SSE42
-static int kc_cpu_has_sse42(void) {
+#define KC_HW_TARGET
+#define KC_HW_U64(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
+#define KC_HW_U8(c, v) _mm_crc32_u8((c), (v))
+static int kc_crc_detect(void) {
     int info[4];
     __cpuid(info, 1);
-    return (info[2] >> 20) & 1;
+    return ((info[2] >> 20) & 1) ? 1 : 0; /* CPUID.1:ECX.SSE4_2 */
 }
-#define KC_CRC_U64(c, v) ((uint32_t)_mm_crc32_u64((c), (v)))
-#define KC_CRC_U8(c, v) _mm_crc32_u8((c), (v))
 #else
-#define KC_TARGET_SSE42 __attribute__((target("sse4.2")))
-static int kc_cpu_has_sse42(void) {
+#define KC_HW_TARGET __attribute__((target("sse4.2")))
+#define KC_HW_U64(c, v) ((uint32_t)__builtin_ia32_crc32di((c), (v)))
+#define KC_HW_U8(c, v) __builtin_ia32_crc32qi((c), (v))
+static int kc_crc_detect(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2");
+    return __builtin_cpu_supports("sse4.2") ? 1 : 0;
 }
-#define KC_CRC_U64(c, v) ((uint32_t)__builtin_ia32_crc32di((c), (v)))
-#define KC_CRC_U8(c, v) __builtin_ia32_crc32qi((c), (v))
 #endif
-
-static inline uint64_t kc_load_u64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8); /* x86 is little-endian; memcpy keeps it alignment-safe */
-    return v;
-}
-
-KC_TARGET_SSE42 static uint32_t kc_crc32c_hw_1(uint32_t crc, const uint8_t *p, size_t n) {
-    while (n && ((uintptr_t)p & 7)) {
-        crc = KC_CRC_U8(crc, *p++);
-        n--;
-    }
-    while (n >= 8) {
-        crc = KC_CRC_U64(crc, kc_load_u64(p));
-        p += 8;
-        n -= 8;
-    }
-    while (n--) crc = KC_CRC_U8(crc, *p++);
-    return crc;
-}
-
-KC_TARGET_SSE42 static uint32_t kc_crc32c_hw_3way(uint32_t crc, const uint8_t *p, size_t n, size_t block,
-                                                   const uint32_t shift[4][256]) {
-    while (n >= 3 * block) {
-        uint32_t a = crc, b = 0, c = 0;
-        const uint8_t *pa = p, *pb = p + block, *pc = p + 2 * block;
-        for (size_t i = 0; i < block; i += 8) {
-            a = KC_CRC_U64(a, kc_load_u64(pa + i));
-            b = KC_CRC_U64(b, kc_load_u64(pb + i));
-            c = KC_CRC_U64(c, kc_load_u64(pc + i));
-        }
-        crc = kc_crc_shift(shift, a) ^ b;
-        crc = kc_crc_shift(shift, crc) ^ c;
-        p += 3 * block;
-        n -= 3 * block;
-    }
-    return kc_crc32c_hw_1(crc, p, n);
-}
-
-KC_TARGET_SSE42 static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    while (n && ((uintptr_t)p & 7)) {
-        crc = KC_CRC_U8(crc, *p++);
-        n--;
-    }
-    if (n >= 3 * KC_CRC_LONG) {
-        size_t run = n - n % (3 * KC_CRC_LONG);
-        crc = kc_crc32c_hw_3way(crc, p, run, KC_CRC_LONG, kc_crc_shift_long);
-        p += run;
-        n -= run;
-    }
-    return kc_crc32c_hw_3way(crc, p, n, KC_CRC_SHORT, kc_crc_shift_short);
-}
-
-static int kc_crc_detect(void) { return kc_cpu_has_sse42() ? 1 : 0; }
 
 /* ---------------------------------------------------------------- aarch64 */
 #elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
-#define KC_CRC_ARM 1
+#define KC_HW 1
 #include <arm_acle.h>
 #if defined(__clang__)
-#define KC_TARGET_CRC __attribute__((target("crc")))
+#define KC_HW_TARGET __attribute__((target("crc")))
 #else
-#define KC_TARGET_CRC __attribute__((target("+crc")))
+#define KC_HW_TARGET __attribute__((target("+crc")))
 #endif
+#define KC_HW_U64(c, v) __crc32cd((c), (v))
+#define KC_HW_U8(c, v) __crc32cb((c), (v))
 #if defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_CRC32
@@ -184,36 +138,39 @@ static int kc_crc_detect(void) { return 2; } /* every Apple arm64 core has the C
 #else
 static int kc_crc_detect(void) { return 0; }
 #endif
+#endif
 
+#ifdef KC_HW
 static inline uint64_t kc_load_u64(const uint8_t *p) {
     uint64_t v;
-    memcpy(&v, p, 8);
+    memcpy(&v, p, 8); /* both back ends are little-endian; memcpy keeps it alignment-safe */
     return v;
 }
 
-KC_TARGET_CRC static uint32_t kc_crc32c_hw_1(uint32_t crc, const uint8_t *p, size_t n) {
+KC_HW_TARGET static uint32_t kc_crc32c_hw_1(uint32_t crc, const uint8_t *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) {
-        crc = __crc32cb(crc, *p++);
+        crc = KC_HW_U8(crc, *p++);
         n--;
     }
     while (n >= 8) {
-        crc = __crc32cd(crc, kc_load_u64(p));
+        crc = KC_HW_U64(crc, kc_load_u64(p));
         p += 8;
         n -= 8;
     }
-    while (n--) crc = __crc32cb(crc, *p++);
+    while (n--) crc = KC_HW_U8(crc, *p++);
     return crc;
 }
 
-KC_TARGET_CRC static uint32_t kc_crc32c_hw_3way(uint32_t crc, const uint8_t *p, size_t n, size_t block,
-                                                 const uint32_t shift[4][256]) {
+/* Three streams over three adjacent blocks of `block` bytes, merged per round. */
+KC_HW_TARGET static uint32_t kc_crc32c_hw_3way(uint32_t crc, const uint8_t *p, size_t n, size_t block,
+                                                const uint32_t shift[4][256]) {
     while (n >= 3 * block) {
         uint32_t a = crc, b = 0, c = 0;
         const uint8_t *pa = p, *pb = p + block, *pc = p + 2 * block;
         for (size_t i = 0; i < block; i += 8) {
-            a = __crc32cd(a, kc_load_u64(pa + i));
-            b = __crc32cd(b, kc_load_u64(pb + i));
-            c = __crc32cd(c, kc_load_u64(pc + i));
+            a = KC_HW_U64(a, kc_load_u64(pa + i));
+            b = KC_HW_U64(b, kc_load_u64(pb + i));
+            c = KC_HW_U64(c, kc_load_u64(pc + i));
         }
         crc = kc_crc_shift(shift, a) ^ b;
         crc = kc_crc_shift(shift, crc) ^ c;
@@ -223,7 +180,11 @@ KC_TARGET_CRC static uint32_t kc_crc32c_hw_3way(uint32_t crc, const uint8_t *p, 
     return kc_crc32c_hw_1(crc, p, n);
 }
 
-KC_TARGET_CRC static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+KC_HW_TARGET static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        crc = KC_HW_U8(crc, *p++);
+        n--;
+    }
     if (n >= 3 * KC_CRC_LONG) {
         size_t run = n - n % (3 * KC_CRC_LONG);
         crc = kc_crc32c_hw_3way(crc, p, run, KC_CRC_LONG, kc_crc_shift_long);
@@ -232,7 +193,6 @@ KC_TARGET_CRC static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_
     }
     return kc_crc32c_hw_3way(crc, p, n, KC_CRC_SHORT, kc_crc_shift_short);
 }
-
 #else
 static int kc_crc_detect(void) { return 0; }
 static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) { return kc_crc32c_sw(crc, p, n); }

@@ -1,0 +1,46 @@
+"""The C of ext/kc_crc32c.h built on its own: the host's hardware path, the portable-only
+build, and the aarch64 path under qemu where a cross compiler is installed."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).with_name("native") / "crc32c_paths.c"
+CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+pytestmark = pytest.mark.skipif(CC is None or not (ROOT / "ext").is_dir(), reason="needs a C compiler and the source tree")
+
+
+def _build_and_run(tmp_path, compiler, flags=(), runner=()):
+    exe = tmp_path / "crc32c_paths"
+    subprocess.run(
+        [compiler, "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-I", str(ROOT / "ext"), "-o", str(exe), str(SOURCE)],
+        check=True, capture_output=True, text=True, timeout=120,
+    )
+    out = subprocess.run([*runner, str(exe)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.split()
+
+
+def test_host_build_agrees_with_the_tables(tmp_path):
+    name, crc = _build_and_run(tmp_path, CC)
+    assert crc == "e3069283"
+    assert name in ("sse4.2", "armv8-crc", "none")
+
+
+def test_portable_only_build(tmp_path):
+    assert _build_and_run(tmp_path, CC, ["-DKC_CRC_NO_HW"]) == ["none", "e3069283"]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64-static")),
+    reason="needs gcc-aarch64-linux-gnu and qemu-user-static",
+)
+def test_aarch64_crc_extension_path(tmp_path):
+    os.environ.setdefault("QEMU_LD_PREFIX", "/usr/aarch64-linux-gnu")
+    result = _build_and_run(tmp_path, "aarch64-linux-gnu-gcc", runner=["qemu-aarch64-static", "-cpu", "max"])
+    assert result == ["armv8-crc", "e3069283"]
