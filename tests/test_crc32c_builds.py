@@ -15,13 +15,13 @@ CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None or not (ROOT / "ext").is_dir(), reason="needs a C compiler and the source tree")
 
 
-def _build_and_run(tmp_path, compiler, flags=(), runner=()):
+def _build_and_run(tmp_path, compiler, flags=(), runner=(), env=None):
     exe = tmp_path / "crc32c_paths"
     subprocess.run(
         [compiler, "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-I", str(ROOT / "ext"), "-o", str(exe), str(SOURCE)],
         check=True, capture_output=True, text=True, timeout=120,
     )
-    out = subprocess.run([*runner, str(exe)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([*runner, str(exe)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout.split()
 
@@ -41,6 +41,8 @@ def test_portable_only_build(tmp_path):
     reason="needs gcc-aarch64-linux-gnu and qemu-user-static",
 )
 def test_aarch64_crc_extension_path(tmp_path):
-    os.environ.setdefault("QEMU_LD_PREFIX", "/usr/aarch64-linux-gnu")
-    result = _build_and_run(tmp_path, "aarch64-linux-gnu-gcc", runner=["qemu-aarch64-static", "-cpu", "max"])
+    env = {**os.environ, "QEMU_LD_PREFIX": os.environ.get("QEMU_LD_PREFIX", "/usr/aarch64-linux-gnu")}
+    result = _build_and_run(
+        tmp_path, "aarch64-linux-gnu-gcc", runner=["qemu-aarch64-static", "-cpu", "max"], env=env
+    )
     assert result == ["armv8-crc", "e3069283"]
