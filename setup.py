@@ -47,7 +47,8 @@ def _extensions():
         "cdivision": True,
         "embedsignature": True,
     }
-    return cythonize(extensions, compiler_directives=directives, include_path=["ext"])
+    # Cython does not notice changed directives: regenerate the C when debugging is toggled.
+    return cythonize(extensions, compiler_directives=directives, include_path=["ext"], force=debug)
 
 
 setup(ext_modules=_extensions())

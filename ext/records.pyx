@@ -567,7 +567,7 @@ def encode_batch(
     if sizes == NULL:
         raise MemoryError()
     cdef Py_ssize_t i, klen, vlen, body, total = 0
-    cdef uint8_t *out
+    cdef uint8_t *out = NULL
     cdef uint8_t *w
     cdef bytes recs, result
     try:
