@@ -442,74 +442,90 @@ cdef inline int _sized(Py_ssize_t n):
     return 1 if n < 0 else kc_size_varint32(<int32_t>n)
 
 
-cdef uint8_t *_put(uint8_t *out, object obj, Py_ssize_t expected) except NULL:
-    """Write varint length + bytes of obj (None = -1); obj was measured by _length_of."""
+cdef uint8_t *_put(uint8_t *out, object obj, const uint8_t *limit) except NULL:
+    """Write varint length + bytes of obj (None = -1), never past `limit`: the end of the
+    record as sized in the first pass (a buffer object could report another size now)."""
     cdef Py_buffer view
+    cdef Py_ssize_t n
     if obj is None:
+        if out + 1 > limit:
+            raise RuntimeError("a key or value changed size while the batch was being encoded")
         out[0] = 1  # zigzag(-1)
         return out + 1
     if PyBytes_CheckExact(obj):
-        out += kc_write_varint32(out, <int32_t>expected)
-        memcpy(out, PyBytes_AS_STRING(obj), expected)
-        return out + expected
+        n = PyBytes_GET_SIZE(obj)
+        if n > INT32_MAX or out + kc_size_varint32(<int32_t>n) + n > limit:
+            raise RuntimeError("a key or value changed size while the batch was being encoded")
+        out += kc_write_varint32(out, <int32_t>n)
+        memcpy(out, PyBytes_AS_STRING(obj), n)
+        return out + n
     PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
     try:
-        if view.len != expected:
+        n = view.len
+        if n > INT32_MAX or out + kc_size_varint32(<int32_t>n) + n > limit:
             raise RuntimeError("a key or value changed size while the batch was being encoded")
-        out += kc_write_varint32(out, <int32_t>expected)
-        memcpy(out, view.buf, expected)
+        out += kc_write_varint32(out, <int32_t>n)
+        memcpy(out, view.buf, n)
     finally:
         PyBuffer_Release(&view)
-    return out + expected
+    return out + n
 
 
 cdef object _fast(object seq, str name):
-    """A list or tuple (for PySequence_Fast_GET_ITEM) holding the elements of seq."""
-    if seq is None or isinstance(seq, (list, tuple)):
+    """A tuple snapshot of seq's elements: the two encoding passes must see the same
+    objects even if code run during the first (a buffer export) mutates the caller's list."""
+    if seq is None or type(seq) is tuple:
         return seq
     try:
-        return list(seq)
+        return tuple(seq)
     except TypeError:
         raise TypeError(f"{name} must be a sequence, not {type(seq).__name__}") from None
 
 
-cdef Py_ssize_t _headers_size(object pairs, Py_ssize_t i) except -1:
-    """Encoded size of one record's headers section, validating it."""
-    cdef Py_ssize_t size, klen
+cdef Py_ssize_t _headers_size(object pairs, Py_ssize_t i, list snapshots) except -1:
+    """Validate one record's headers, append their (key, value) snapshot to `snapshots`,
+    and return the encoded size of the headers section."""
+    cdef Py_ssize_t size, klen, vlen
     if pairs is None:
+        snapshots.append(None)
         return 1
     seq = _fast(pairs, f"headers[{i}]")
-    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq)
+    cdef Py_ssize_t count = len(seq)
     if count > INT32_MAX:
         raise ValueError(f"headers[{i}] has too many headers")
     size = kc_size_varint32(<int32_t>count)
-    for j in range(count):
-        header_key, header_value = <object>PySequence_Fast_GET_ITEM(seq, j)
+    snap = []
+    for pair in seq:
+        header_key, header_value = pair
         if not PyUnicode_Check(header_key):
             raise TypeError(f"headers[{i}] keys must be str, not {type(header_key).__name__}")
         PyUnicode_AsUTF8AndSize(header_key, &klen)
-        size += _sized(klen) + klen
         vlen = _length_of(header_value, f"headers[{i}] value", i)
-        size += _sized(vlen) + (vlen if vlen > 0 else 0)
+        size += _sized(klen) + klen + _sized(vlen) + (vlen if vlen > 0 else 0)
+        snap.append((header_key, header_value))
+    snapshots.append(snap)
     return size
 
 
-cdef uint8_t *_put_headers(uint8_t *out, object pairs) except NULL:
+cdef uint8_t *_put_headers(uint8_t *out, list pairs, const uint8_t *limit) except NULL:
     cdef Py_ssize_t klen
     cdef const char *kptr
     if pairs is None:
+        if out + 1 > limit:
+            raise RuntimeError("headers changed while the batch was being encoded")
         out[0] = 0
         return out + 1
-    seq = _fast(pairs, "headers")
-    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq)
-    out += kc_write_varint32(out, <int32_t>count)
-    for j in range(count):
-        header_key, header_value = <object>PySequence_Fast_GET_ITEM(seq, j)
+    if out + kc_size_varint32(<int32_t>len(pairs)) > limit:
+        raise RuntimeError("headers changed while the batch was being encoded")
+    out += kc_write_varint32(out, <int32_t>len(pairs))
+    for header_key, header_value in pairs:
         kptr = PyUnicode_AsUTF8AndSize(header_key, &klen)
+        if klen > INT32_MAX or out + kc_size_varint32(<int32_t>klen) + klen > limit:
+            raise RuntimeError("headers changed while the batch was being encoded")
         out += kc_write_varint32(out, <int32_t>klen)
         memcpy(out, kptr, klen)
         out += klen
-        out = _put(out, header_value, _length_of(header_value, "headers value", j))
+        out = _put(out, header_value, limit)
     return out
 
 
@@ -570,6 +586,8 @@ def encode_batch(
     cdef uint8_t *out = NULL
     cdef uint8_t *w
     cdef bytes recs, result
+    cdef list header_snaps = [] if hs is not None else None
+    cdef uint8_t *w_end
     try:
         if tss is not None:
             deltas = <int64_t *>malloc(count * sizeof(int64_t))
@@ -600,7 +618,8 @@ def encode_batch(
                     + kc_size_varint32(<int32_t>i)
                     + _sized(klen) + (klen if klen > 0 else 0)
                     + _sized(vlen) + (vlen if vlen > 0 else 0)
-                    + (_headers_size(<object>PySequence_Fast_GET_ITEM(hs, i), i) if hs is not None else 1))
+                    + (_headers_size(<object>PySequence_Fast_GET_ITEM(hs, i), i, header_snaps)
+                       if hs is not None else 1))
             if body > INT32_MAX:
                 raise ValueError(f"record {i} is larger than an int32 length allows")
             sizes[i] = <int32_t>body
@@ -619,6 +638,9 @@ def encode_batch(
             recs = PyBytes_FromStringAndSize(NULL, total)
             w = <uint8_t *>PyBytes_AS_STRING(recs)
         for i in range(count):
+            # Fixed-size fields come from the C arrays sized in pass 1; every variable-size
+            # write is checked against this record's end before it happens.
+            w_end = w + kc_size_varint32(sizes[i]) + sizes[i]
             w += kc_write_varint32(w, sizes[i])
             w[0] = 0
             w += 1
@@ -632,15 +654,15 @@ def encode_batch(
                 w[0] = 1
                 w += 1
             else:
-                key = <object>PySequence_Fast_GET_ITEM(ks, i)
-                w = _put(w, key, _length_of(key, "keys", i))
-            value = <object>PySequence_Fast_GET_ITEM(vals, i)
-            w = _put(w, value, _length_of(value, "values", i))
+                w = _put(w, <object>PySequence_Fast_GET_ITEM(ks, i), w_end)
+            w = _put(w, <object>PySequence_Fast_GET_ITEM(vals, i), w_end)
             if hs is None:
                 w[0] = 0
                 w += 1
             else:
-                w = _put_headers(w, <object>PySequence_Fast_GET_ITEM(hs, i))
+                w = _put_headers(w, <list>header_snaps[i], w_end)
+            if w != w_end:
+                raise RuntimeError("a key or value changed size while the batch was being encoded")
     finally:
         free(sizes)
         free(deltas)
