@@ -24,7 +24,8 @@ cdef uint32_t _checked_crc(object crc) except? 0xFFFFFFFF:
 
 
 cdef object _run(object data, object crc, bint portable):
-    cdef uint32_t reg = _checked_crc(crc) ^ 0xFFFFFFFF
+    # `crc is 0` (CPython's cached small int) skips the range check on the common call.
+    cdef uint32_t reg = 0xFFFFFFFF if crc is 0 else _checked_crc(crc) ^ 0xFFFFFFFF
     cdef Py_buffer view
     cdef const uint8_t *p
     cdef Py_ssize_t n

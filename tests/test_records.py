@@ -230,3 +230,20 @@ def test_every_implementation_writes_the_same_bytes_and_reads_the_others(case):
         assert [r[1] for r in records] == kwargs["timestamps"]
     for mods in IMPLEMENTATIONS.values():
         assert mods[2].validate_batches(raw) == 1
+
+
+def test_large_lz4_batches_decompress_in_pieces(impl):
+    values = [b"a" * 1000] * 5000  # ~5 MB of records in a ~40 KB frame: several pieces
+    raw = impl.records.encode_batch(values, compression="lz4")
+    assert len(raw) < 100_000
+    [b] = impl.records.decode_batches(raw)
+    assert b.records_count == 5000 and b.records[-1].value == values[-1]
+
+
+def test_decompression_beyond_the_limit_is_refused(impl, monkeypatch):
+    from kraftcore import limits
+
+    raw = impl.records.encode_batch([b"z" * 10_000], compression="lz4")
+    monkeypatch.setattr(limits, "DECOMPRESSED_BATCH_BYTES_MAX", 4096)
+    with pytest.raises(CorruptRecordError, match="more than 4096 bytes"):
+        impl.records.decode_batches(raw)
