@@ -7,6 +7,8 @@ produces a complete batch of the same records, every decoder returns the same re
 every validator rejects a corrupted batch.
 """
 
+import importlib
+
 import pytest
 
 NO_LIMIT = 2**31 - 1  # batch_size for the peers' builders: never refuse a record
@@ -108,45 +110,37 @@ def decode_kraftcore(module_name):
     return factory
 
 
-def decode_kafka_python(buf, lz4):
-    default_records = pytest.importorskip("kafka.record.default_records")
-    if lz4:
-        from kafka import codec
+def decode_peer(name, batch_module, codec_module, lz4_hint):
+    """A peer's `DefaultRecordBatch(buf)`, CRC check and full iteration (both peers share
+    this API)."""
 
-        _need_lz4(codec, "kafka-python", "needs the lz4 package")
-    Batch = default_records.DefaultRecordBatch
+    def factory(buf, lz4):
+        records = pytest.importorskip(batch_module)
+        if lz4:
+            _need_lz4(importlib.import_module(codec_module), name, lz4_hint)
+        Batch = records.DefaultRecordBatch
 
-    def run():
-        b = Batch(buf)
-        if not b.validate_crc():
-            raise AssertionError("kafka-python: CRC mismatch")
-        return list(b)
+        def run():
+            b = Batch(buf)
+            if not b.validate_crc():
+                raise AssertionError(f"{name}: CRC mismatch")
+            return list(b)
 
-    return run
+        return run
 
-
-def decode_aiokafka(buf, lz4):
-    crecords = pytest.importorskip("aiokafka.record._crecords")
-    if lz4:
-        from aiokafka import codec
-
-        _need_lz4(codec, "aiokafka", "needs cramjam (pip install 'aiokafka[lz4]')")
-    Batch = crecords.DefaultRecordBatch
-
-    def run():
-        b = Batch(buf)
-        if not b.validate_crc():
-            raise AssertionError("aiokafka: CRC mismatch")
-        return list(b)
-
-    return run
+    return factory
 
 
 DECODERS = {
     "kraftcore-c": decode_kraftcore("kraftcore._c.records"),
     "kraftcore-py": decode_kraftcore("kraftcore._py.records"),
-    "kafka-python": decode_kafka_python,
-    "aiokafka": decode_aiokafka,
+    "kafka-python": decode_peer(
+        "kafka-python", "kafka.record.default_records", "kafka.codec", "needs the lz4 package"
+    ),
+    "aiokafka": decode_peer(
+        "aiokafka", "aiokafka.record._crecords", "aiokafka.codec",
+        "needs cramjam (pip install 'aiokafka[lz4]')",
+    ),
 }
 
 
