@@ -43,52 +43,45 @@ def encode_kraftcore(module_name):
     return factory
 
 
-def encode_kafka_python(data, lz4):
-    default_records = pytest.importorskip("kafka.record.default_records")
+# name -> (name, record-batch module, codec module, what lz4 needs)
+PEERS = {
+    "kafka-python": ("kafka-python", "kafka.record.default_records", "kafka.codec", "needs the lz4 package"),
+    "aiokafka": ("aiokafka", "aiokafka.record._crecords", "aiokafka.codec", "needs cramjam (the bench extra installs it)"),
+}
+
+
+def _peer_module(name, batch_module, codec_module, lz4_hint, lz4):
+    records = pytest.importorskip(batch_module)
     if lz4:
-        from kafka import codec
-
-        _need_lz4(codec, "kafka-python", "needs the lz4 package")
-    Builder = default_records.DefaultRecordBatchBuilder
-    keys, values, timestamp = data
-    codec_id = CODEC_LZ4 if lz4 else CODEC_NONE
-
-    def run():
-        builder = Builder(
-            magic=2, compression_type=codec_id, is_transactional=0, producer_id=-1,
-            producer_epoch=-1, base_sequence=-1, batch_size=NO_LIMIT,
-        )
-        for i, (k, v) in enumerate(zip(keys, values)):
-            builder.append(offset=i, timestamp=timestamp, key=k, value=v, headers=[])
-        return builder.build()
-
-    return run
+        _need_lz4(importlib.import_module(codec_module), name, lz4_hint)
+    return records
 
 
-def encode_aiokafka(data, lz4):
-    crecords = pytest.importorskip("aiokafka.record._crecords")
-    if lz4:
-        from aiokafka import codec
+def encode_peer(name, batch_module, codec_module, lz4_hint):
+    """A peer's `DefaultRecordBatchBuilder`, one `append` per record, then `build()`. Both
+    peers take the same positional arguments (kafka-python's also accept keywords)."""
 
-        _need_lz4(codec, "aiokafka", "needs cramjam (pip install 'aiokafka[lz4]')")
-    Builder = crecords.DefaultRecordBatchBuilder
-    keys, values, timestamp = data
-    codec_id = CODEC_LZ4 if lz4 else CODEC_NONE
+    def factory(data, lz4):
+        Builder = _peer_module(name, batch_module, codec_module, lz4_hint, lz4).DefaultRecordBatchBuilder
+        keys, values, timestamp = data
+        codec_id = CODEC_LZ4 if lz4 else CODEC_NONE
 
-    def run():
-        builder = Builder(2, codec_id, 0, -1, -1, -1, NO_LIMIT)
-        for i, (k, v) in enumerate(zip(keys, values)):
-            builder.append(i, timestamp, k, v, [])
-        return builder.build()
+        def run():
+            builder = Builder(2, codec_id, 0, -1, -1, -1, NO_LIMIT)
+            for i, (k, v) in enumerate(zip(keys, values)):
+                builder.append(i, timestamp, k, v, [])
+            return builder.build()
 
-    return run
+        return run
+
+    return factory
 
 
 ENCODERS = {
     "kraftcore-c": encode_kraftcore("kraftcore._c.records"),
     "kraftcore-py": encode_kraftcore("kraftcore._py.records"),
-    "kafka-python": encode_kafka_python,
-    "aiokafka": encode_aiokafka,
+    "kafka-python": encode_peer(*PEERS["kafka-python"]),
+    "aiokafka": encode_peer(*PEERS["aiokafka"]),
 }
 
 
@@ -115,10 +108,7 @@ def decode_peer(name, batch_module, codec_module, lz4_hint):
     this API)."""
 
     def factory(buf, lz4):
-        records = pytest.importorskip(batch_module)
-        if lz4:
-            _need_lz4(importlib.import_module(codec_module), name, lz4_hint)
-        Batch = records.DefaultRecordBatch
+        Batch = _peer_module(name, batch_module, codec_module, lz4_hint, lz4).DefaultRecordBatch
 
         def run():
             b = Batch(buf)
@@ -134,13 +124,8 @@ def decode_peer(name, batch_module, codec_module, lz4_hint):
 DECODERS = {
     "kraftcore-c": decode_kraftcore("kraftcore._c.records"),
     "kraftcore-py": decode_kraftcore("kraftcore._py.records"),
-    "kafka-python": decode_peer(
-        "kafka-python", "kafka.record.default_records", "kafka.codec", "needs the lz4 package"
-    ),
-    "aiokafka": decode_peer(
-        "aiokafka", "aiokafka.record._crecords", "aiokafka.codec",
-        "needs cramjam (pip install 'aiokafka[lz4]')",
-    ),
+    "kafka-python": decode_peer(*PEERS["kafka-python"]),
+    "aiokafka": decode_peer(*PEERS["aiokafka"]),
 }
 
 
