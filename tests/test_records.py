@@ -21,7 +21,8 @@ GOLDEN_LEADER_CHANGE = bytes.fromhex(
     "ffffffffffffffffffffffffffff000000013a0000000800000002260000000000010200000001000200000001000000"
 )
 LEADER_CHANGE_KEY = bytes.fromhex("00000002")
-LEADER_CHANGE_VALUE = bytes.fromhex("0000000000010200000001000200000001000000")[:19]
+# Version 0, LeaderId 1, Voters [1], GrantingVoters [1], each struct closing its tags
+LEADER_CHANGE_VALUE = bytes.fromhex("00000000000102000000010002000000010000")
 
 
 @pytest.mark.smoke
