@@ -26,3 +26,21 @@ cdef extern from "kc_varint.h":
     uint16_t kc_get_be16(const uint8_t *p) nogil
     uint32_t kc_get_be32(const uint8_t *p) nogil
     uint64_t kc_get_be64(const uint8_t *p) nogil
+
+# The header fields of one checked batch, filled by kraftcore._c.records' `_check_batch`,
+# which other modules reach through the `_check_batch_capsule` PyCapsule.
+cdef struct kc_batch_info:
+    int64_t base_offset
+    int32_t batch_length
+    int32_t partition_leader_epoch
+    int32_t last_offset_delta
+    int64_t max_timestamp
+
+ctypedef int (*kc_check_batch_fn)(const uint8_t *data, Py_ssize_t pos, Py_ssize_t total,
+                                  int verify_records, kc_batch_info *out) except -1
+
+cdef extern from *:
+    """
+    #define KC_CHECK_BATCH_CAPSULE "kraftcore._c.records._check_batch"
+    """
+    const char *KC_CHECK_BATCH_CAPSULE

@@ -18,7 +18,9 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
-from kc cimport (kc_crc32c_init, kc_crc32c_update, kc_read_varint32, kc_read_varint64,
+from cpython.pycapsule cimport PyCapsule_New
+
+from kc cimport (kc_batch_info, KC_CHECK_BATCH_CAPSULE, kc_crc32c_init, kc_crc32c_update, kc_read_varint32, kc_read_varint64,
                  kc_size_varint32, kc_size_varint64, kc_write_varint32, kc_write_varint64,
                  kc_put_be16, kc_put_be32, kc_put_be64, kc_get_be16, kc_get_be32, kc_get_be64)
 
@@ -363,6 +365,33 @@ cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssi
     return records
 
 
+cdef int _attach_records(RecordBatch b, object holder, const uint8_t *data, bint build) except -1:
+    """Walk the records of batch `b` (decompressing first when needed); sets b.records to
+    the Record list when `build`. `holder` keeps `data` alive for the records."""
+    cdef Py_ssize_t start = b.position + HEADER_BYTES
+    cdef Py_ssize_t end = b.position + LOG_OVERHEAD + b.batch_length
+    cdef int codec = b.attributes & 0x07
+    cdef bytes plain
+    if codec == CODEC_NONE:
+        b._owner = holder
+        b._data = data
+        b.records = _walk_records(b, data, start, end, build)
+    elif codec == CODEC_LZ4:
+        plain = lz4_decompress(
+            PyMemoryView_FromMemory(<char *>data + start, end - start, 0x100), b.position)
+        b._owner = plain
+        b._data = <const uint8_t *>PyBytes_AS_STRING(plain)
+        try:
+            b.records = _walk_records(b, b._data, 0, PyBytes_GET_SIZE(plain), build)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(
+                f"{exc.reason} (at byte {exc.position} of the decompressed records)",
+                b.position) from None
+    else:
+        raise UnsupportedCompressionError(CODEC_NAMES[codec], b.position)
+    return 0
+
+
 cdef list _decode(object buffer, bint verify, bint build):
     cdef _Exported holder = _Exported.__new__(_Exported)
     PyObject_GetBuffer(buffer, &holder.view, PyBUF_SIMPLE)
@@ -370,38 +399,36 @@ cdef list _decode(object buffer, bint verify, bint build):
     cdef const uint8_t *data = <const uint8_t *>holder.view.buf
     cdef Py_ssize_t total = holder.view.len
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t start, end
     cdef RecordBatch b
-    cdef int codec
     cdef list out = []
-    cdef bytes plain
     while pos < total:
         b = _read_header(data, pos, total)
         if verify:
             _check_crc(data, b)
-        start = pos + HEADER_BYTES
-        end = pos + LOG_OVERHEAD + b.batch_length
-        codec = b.attributes & 0x07
-        if codec == CODEC_NONE:
-            b._owner = holder
-            b._data = data
-            b.records = _walk_records(b, data, start, end, build)
-        elif codec == CODEC_LZ4:
-            plain = lz4_decompress(
-                PyMemoryView_FromMemory(<char *>data + start, end - start, 0x100), pos)
-            b._owner = plain
-            b._data = <const uint8_t *>PyBytes_AS_STRING(plain)
-            try:
-                b.records = _walk_records(b, b._data, 0, PyBytes_GET_SIZE(plain), build)
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(
-                    f"{exc.reason} (at byte {exc.position} of the decompressed records)",
-                    pos) from None
-        else:
-            raise UnsupportedCompressionError(CODEC_NAMES[codec], pos)
+        _attach_records(b, holder, data, build)
         out.append(b)
-        pos = end
+        pos += LOG_OVERHEAD + b.batch_length
     return out
+
+
+cdef int _check_batch(const uint8_t *data, Py_ssize_t pos, Py_ssize_t total,
+                      int verify_records, kc_batch_info *out) except -1:
+    """Check the batch at `pos` (framing, CRC and, with `verify_records`, every record) and
+    copy its header fields to `out`. Exported to the other kernels through
+    `_check_batch_capsule` (the twin of `kraftcore._py.records.check_batch`)."""
+    cdef RecordBatch b = _read_header(data, pos, total)
+    _check_crc(data, b)
+    if verify_records:
+        _attach_records(b, None, data, False)
+    out.base_offset = b.base_offset
+    out.batch_length = b.batch_length
+    out.partition_leader_epoch = b.partition_leader_epoch
+    out.last_offset_delta = b.last_offset_delta
+    out.max_timestamp = b.max_timestamp
+    return 0
+
+
+_check_batch_capsule = PyCapsule_New(<void *>_check_batch, KC_CHECK_BATCH_CAPSULE, NULL)
 
 
 def decode_batches(buffer, bint verify=True):

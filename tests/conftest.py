@@ -23,13 +23,15 @@ def pytest_sessionstart(session):
 
 
 def _namespace(name):
-    crc, varint, records = IMPLEMENTATIONS[name]
-    return types.SimpleNamespace(name=name, crc32c=crc, varint=varint, records=records)
+    crc, varint, records, segment = IMPLEMENTATIONS[name]
+    return types.SimpleNamespace(
+        name=name, crc32c=crc, varint=varint, records=records, segment=segment
+    )
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl(request):
-    """One implementation: .crc32c, .varint and .records modules, and its .name."""
+    """One implementation: .crc32c, .varint, .records and .segment modules, and its .name."""
     return _namespace(request.param)
 
 

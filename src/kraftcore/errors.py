@@ -37,3 +37,47 @@ class UnsupportedCompressionError(KraftcoreError):
 
     def __reduce__(self):
         return (type(self), (self.codec, self.position))
+
+
+class ConfigError(KraftcoreError, ValueError):
+    """A configuration value is missing, of the wrong type, or out of its range."""
+
+
+class LogError(KraftcoreError):
+    """Base class of the errors of `kraftcore.log`."""
+
+
+class InvalidAppendError(LogError, ValueError):
+    """An append was refused (offsets not contiguous, leader epoch going backwards, a batch
+    or an append too large); nothing of it was written."""
+
+
+class OffsetOutOfRangeError(LogError, ValueError):
+    """An offset lies outside [log start offset, log end offset]."""
+
+    def __init__(self, offset, log_start_offset, log_end_offset, what="read"):
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(
+            f"cannot {what} offset {offset}: the log holds offsets "
+            f"[{log_start_offset}, {log_end_offset})"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.offset, self.log_start_offset, self.log_end_offset))
+
+
+class InvalidOffsetError(LogError, ValueError):
+    """A truncation, high watermark or log start offset move breaks the log's rules
+    (log start <= high watermark <= log end offset; committed data is never truncated)."""
+
+
+class StorageError(LogError, OSError):
+    """Writing, syncing or reading a log file failed (a full disk, an I/O error). `errno`
+    is the operating system's error number. Everything appended before the failed call is
+    still readable; after a failed sync the log refuses writes until it is reopened."""
+
+
+class LogClosedError(LogError):
+    """The log was closed (or went offline after a storage error); reopen it."""

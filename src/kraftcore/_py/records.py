@@ -518,17 +518,32 @@ def _iter_batches(buffer, verify, build):
         fields = _read_header(view, pos)
         if verify:
             _check_crc(view, pos, fields)
-        data, start, end, compressed = _records_view(view, pos, fields)
-        try:
-            records = _walk_records(data, start, end, fields, build)
-        except CorruptRecordError as exc:
-            if not compressed:
-                raise
-            raise CorruptRecordError(
-                f"{exc.reason} (at byte {exc.position} of the decompressed records)", pos
-            ) from None
-        yield pos, fields, records
+        yield pos, fields, _records_of(view, pos, fields, build)
         pos += LOG_OVERHEAD + fields[1]
+
+
+def _records_of(view, pos, fields, build):
+    """Walk the records of the batch at `pos`, decompressing first when needed."""
+    data, start, end, compressed = _records_view(view, pos, fields)
+    try:
+        return _walk_records(data, start, end, fields, build)
+    except CorruptRecordError as exc:
+        if not compressed:
+            raise
+        raise CorruptRecordError(
+            f"{exc.reason} (at byte {exc.position} of the decompressed records)", pos
+        ) from None
+
+
+def check_batch(view, pos, verify_records=True):
+    """Check the batch at `pos` of a byte memoryview (framing, CRC and, with
+    `verify_records`, every record) and return its header fields as unpacked by `HEADER`.
+    Raises `CorruptRecordError` or `UnsupportedCompressionError` like `decode_batches`."""
+    fields = _read_header(view, pos)
+    _check_crc(view, pos, fields)
+    if verify_records:
+        _records_of(view, pos, fields, False)
+    return fields
 
 
 def decode_batches(buffer, verify=True):

@@ -1,0 +1,265 @@
+"""Segment kernels: native twin of `kraftcore._py.segment` (read its docstring for the index
+formats, the indexing cadence and the checks).
+
+Batches are checked by kraftcore._c.records' `_check_batch`, reached through the PyCapsule
+that module exports, so both kernels share one definition of a valid batch.
+"""
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+
+from kc cimport (kc_batch_info, kc_check_batch_fn, KC_CHECK_BATCH_CAPSULE,
+                 kc_put_be32, kc_put_be64, kc_get_be32, kc_get_be64)
+
+from kraftcore._c import records as _records
+from kraftcore._py.segment import (ScanResult, NO_STAMP, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES,
+                                   RELATIVE_OFFSET_MAX, HEADER_BYTES_UP_TO_MAGIC)
+from kraftcore.errors import CorruptRecordError, InvalidAppendError
+
+cdef kc_check_batch_fn check_batch = <kc_check_batch_fn>PyCapsule_GetPointer(
+    _records._check_batch_capsule, KC_CHECK_BATCH_CAPSULE)
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_BYTES = 61
+
+
+cdef inline void _offset_entry(bytearray out, int64_t relative, int64_t position):
+    cdef uint8_t buf[8]
+    kc_put_be32(buf, <uint32_t>relative)
+    kc_put_be32(buf + 4, <uint32_t>position)
+    out.extend((<char *>buf)[:8])
+
+
+cdef inline void _time_entry(bytearray out, int64_t timestamp, int64_t relative):
+    cdef uint8_t buf[12]
+    kc_put_be64(buf, <uint64_t>timestamp)
+    kc_put_be32(buf + 8, <uint32_t>relative)
+    out.extend((<char *>buf)[:12])
+
+
+def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
+                 int64_t index_interval_bytes=4096, int64_t bytes_since_index=0,
+                 int64_t max_timestamp=-1, int64_t offset_of_max_timestamp=-1,
+                 int64_t last_index_timestamp=-1, int64_t latest_epoch=-1,
+                 int64_t expected_offset=-1, int64_t assign_offset=-1,
+                 int64_t stamp_epoch=NO_STAMP, bint index_per_batch=True,
+                 bint verify_records=True, bint strict_epochs=False,
+                 bint stop_on_error=False, int64_t batch_bytes_max=-1):
+    """Validate and index the batches in `buffer`; see `kraftcore._py.segment.scan_batches`."""
+    cdef Py_buffer view
+    cdef int flags = PyBUF_SIMPLE
+    if assign_offset >= 0:
+        try:
+            PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
+        except BufferError:
+            raise TypeError("assigning offsets needs a writable buffer") from None
+    else:
+        PyObject_GetBuffer(buffer, &view, flags)
+    cdef uint8_t *data = <uint8_t *>view.buf
+    cdef Py_ssize_t total = view.len
+    cdef Py_ssize_t pos = 0, size
+    cdef Py_ssize_t batches = 0
+    cdef int64_t first_offset = -1, next_offset = -1, base_offset, last_offset
+    cdef int64_t previous_next = segment_base_offset if expected_offset < 0 else expected_offset
+    cdef int64_t epoch, batch_max_ts
+    cdef kc_batch_info info
+    cdef bytearray offset_entries = bytearray()
+    cdef bytearray time_entries = bytearray()
+    cdef list epochs = []
+    cdef object error = None
+    try:
+        while pos < total:
+            try:
+                check_batch(data, pos, total, verify_records, &info)
+                base_offset = info.base_offset
+                epoch = info.partition_leader_epoch
+                batch_max_ts = info.max_timestamp
+                if 0 <= batch_bytes_max < LOG_OVERHEAD + <int64_t>info.batch_length:
+                    raise InvalidAppendError(
+                        f"the batch at byte {pos} is {LOG_OVERHEAD + info.batch_length} bytes, "
+                        f"above the limit of {batch_bytes_max}")
+                if assign_offset >= 0:
+                    base_offset = assign_offset
+                    kc_put_be64(data + pos, <uint64_t>base_offset)
+                    assign_offset += <int64_t>info.last_offset_delta + 1
+                    if stamp_epoch != NO_STAMP:
+                        epoch = stamp_epoch
+                        kc_put_be32(data + pos + 12, <uint32_t><int32_t>epoch)
+                last_offset = base_offset + info.last_offset_delta
+                if expected_offset >= 0 and base_offset != previous_next:
+                    raise InvalidAppendError(
+                        f"batch at offset {base_offset} does not follow offset "
+                        f"{previous_next - 1}: appends must be contiguous")
+                if base_offset < previous_next:
+                    raise CorruptRecordError(
+                        f"base offset {base_offset} is below {previous_next}, "
+                        "offsets must increase", pos)
+                if last_offset - segment_base_offset > RELATIVE_OFFSET_MAX:
+                    raise CorruptRecordError(
+                        f"offset {last_offset} does not fit the segment based at "
+                        f"{segment_base_offset}", pos)
+                if strict_epochs and 0 <= epoch < latest_epoch:
+                    raise InvalidAppendError(
+                        f"batch at offset {base_offset} has leader epoch {epoch}, "
+                        f"below the log's latest epoch {latest_epoch}")
+            except (CorruptRecordError, InvalidAppendError) as exc:
+                if not stop_on_error:
+                    raise
+                error = exc
+                break
+            if epoch >= 0 and epoch > latest_epoch:
+                epochs.append((epoch, base_offset))
+                latest_epoch = epoch
+            if batch_max_ts > max_timestamp:
+                max_timestamp = batch_max_ts
+                offset_of_max_timestamp = last_offset
+            size = LOG_OVERHEAD + info.batch_length
+            if index_per_batch:
+                if bytes_since_index > index_interval_bytes:
+                    _offset_entry(offset_entries, last_offset - segment_base_offset,
+                                  position_base + pos)
+                    if max_timestamp > last_index_timestamp:
+                        _time_entry(time_entries, max_timestamp,
+                                    offset_of_max_timestamp - segment_base_offset)
+                        last_index_timestamp = max_timestamp
+                    bytes_since_index = 0
+                bytes_since_index += size
+            if first_offset < 0:
+                first_offset = base_offset
+            next_offset = last_offset + 1
+            previous_next = next_offset
+            batches += 1
+            pos += size
+    finally:
+        PyBuffer_Release(&view)
+    if not index_per_batch and batches:
+        if bytes_since_index > index_interval_bytes:
+            _offset_entry(offset_entries, next_offset - 1 - segment_base_offset, position_base)
+            if max_timestamp > last_index_timestamp:
+                _time_entry(time_entries, max_timestamp,
+                            offset_of_max_timestamp - segment_base_offset)
+                last_index_timestamp = max_timestamp
+            bytes_since_index = 0
+        bytes_since_index += pos
+    return ScanResult(
+        pos, batches, first_offset, next_offset, bytes(offset_entries), bytes(time_entries),
+        bytes_since_index, max_timestamp, offset_of_max_timestamp, last_index_timestamp,
+        epochs, error)
+
+
+def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t max_bytes):
+    """Find whole batches for a read; see `kraftcore._py.segment.locate_batches`."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    cdef const uint8_t *data = <const uint8_t *>view.buf
+    cdef Py_ssize_t total = view.len
+    cdef Py_ssize_t pos = 0, start = -1, end = -1, size
+    cdef int64_t base_offset, last_offset
+    cdef int32_t length
+    try:
+        while True:
+            if total - pos < HEADER_BYTES_UP_TO_MAGIC:
+                if pos == total:
+                    return start, (start if end < 0 else end), -1, 0
+                return start, (start if end < 0 else end), pos, 0
+            base_offset = <int64_t>kc_get_be64(data + pos)
+            length = <int32_t>kc_get_be32(data + pos + 8)
+            if length < 14:
+                raise CorruptRecordError(f"batch size {length} is below the minimum 14", pos)
+            size = LOG_OVERHEAD + <Py_ssize_t>length
+            if size > total - pos:
+                return start, (start if end < 0 else end), pos, size
+            if length < HEADER_BYTES - LOG_OVERHEAD:
+                raise CorruptRecordError(f"batch length {length} is below the minimum 49", pos)
+            last_offset = base_offset + <int32_t>kc_get_be32(data + pos + 23)
+            if start < 0:
+                if last_offset >= target_offset:
+                    if last_offset >= end_offset:
+                        return pos, pos, -1, 0
+                    start = pos
+                    end = pos + size
+            else:
+                if last_offset >= end_offset or pos + size - start > max_bytes:
+                    return start, end, -1, 0
+                end = pos + size
+            pos += size
+    finally:
+        PyBuffer_Release(&view)
+
+
+def index_search(index, Py_ssize_t entry_bytes, Py_ssize_t key_at, int key_bytes,
+                 int64_t target):
+    """Slot of the last entry whose key is <= `target`, -1 if none; see
+    `kraftcore._py.segment.index_search`."""
+    if entry_bytes <= 0 or key_at < 0 or key_at + key_bytes > entry_bytes or \
+            key_bytes not in (4, 8):
+        raise ValueError("invalid index entry layout")
+    cdef Py_buffer view
+    PyObject_GetBuffer(index, &view, PyBUF_SIMPLE)
+    cdef const uint8_t *data = <const uint8_t *>view.buf
+    cdef Py_ssize_t lo = 0, hi = view.len // entry_bytes, mid
+    cdef int64_t key
+    with nogil:
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key_bytes == 8:
+                key = <int64_t>kc_get_be64(data + mid * entry_bytes + key_at)
+            else:
+                key = <int32_t>kc_get_be32(data + mid * entry_bytes + key_at)
+            if key <= target:
+                lo = mid + 1
+            else:
+                hi = mid
+    PyBuffer_Release(&view)
+    return lo - 1
+
+
+def check_offset_index(index, int64_t log_bytes, int64_t relative_offset_max):
+    """Why `index` cannot be a valid offset index, or None; see
+    `kraftcore._py.segment.check_offset_index`."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(index, &view, PyBUF_SIMPLE)
+    cdef const uint8_t *data = <const uint8_t *>view.buf
+    cdef Py_ssize_t n = view.len, slot
+    cdef int64_t offset, position, previous_offset = -1, previous_position = -1
+    try:
+        if n % OFFSET_ENTRY_BYTES:
+            return f"length {n} is not a multiple of {OFFSET_ENTRY_BYTES}"
+        for slot in range(n // OFFSET_ENTRY_BYTES):
+            offset = <int32_t>kc_get_be32(data + slot * 8)
+            position = <int32_t>kc_get_be32(data + slot * 8 + 4)
+            if offset <= previous_offset or position <= previous_position:
+                return f"entry {slot} ({offset}, {position}) does not increase"
+            if offset > relative_offset_max or position >= log_bytes:
+                return f"entry {slot} ({offset}, {position}) is beyond the segment"
+            previous_offset = offset
+            previous_position = position
+        return None
+    finally:
+        PyBuffer_Release(&view)
+
+
+def check_time_index(index, int64_t relative_offset_max):
+    """Why `index` cannot be a valid time index, or None; see
+    `kraftcore._py.segment.check_time_index`."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(index, &view, PyBUF_SIMPLE)
+    cdef const uint8_t *data = <const uint8_t *>view.buf
+    cdef Py_ssize_t n = view.len, slot
+    cdef int64_t timestamp, offset, previous_ts = -1, previous_offset = -1
+    try:
+        if n % TIME_ENTRY_BYTES:
+            return f"length {n} is not a multiple of {TIME_ENTRY_BYTES}"
+        for slot in range(n // TIME_ENTRY_BYTES):
+            timestamp = <int64_t>kc_get_be64(data + slot * 12)
+            offset = <int32_t>kc_get_be32(data + slot * 12 + 8)
+            if timestamp <= previous_ts or offset < previous_offset:
+                return f"entry {slot} ({timestamp}, {offset}) does not increase"
+            if offset > relative_offset_max:
+                return f"entry {slot} ({timestamp}, {offset}) is beyond the segment"
+            previous_ts = timestamp
+            previous_offset = offset
+        return None
+    finally:
+        PyBuffer_Release(&view)

@@ -1,0 +1,289 @@
+"""Segment kernels: scanning the batches of a segment file or of an append, building Kafka's
+offset and time index entries, assigning offsets and leader epochs, and index lookups
+(kafka-facts §2.8, §3.2–3.4, §3.7).
+
+Index entries (big-endian):
+
+    .index      8 bytes: relative offset int32, position int32
+    .timeindex 12 bytes: timestamp int64, relative offset int32
+
+Cadence (Kafka's `LogSegment`): before a batch (or, for an append, the whole set of batches)
+is added, if more than `index_interval_bytes` were added since the last entry, an offset
+entry (last offset of the batch or set -> the position where it starts) is written, and a
+time entry (segment max timestamp so far -> last offset of the batch holding it) when that
+timestamp is greater than the previous time entry's. So the first batch of a segment is
+never indexed.
+
+`scan_batches` validates every batch (framing, CRC and, with `verify_records`, each record),
+checks offsets (increasing, inside the segment's int32 relative range, contiguous when asked),
+records the leader epochs that start in the scanned bytes, and optionally rewrites each
+batch's base offset and partition leader epoch in place (both lie outside the CRC, so the
+CRC stays valid). With `stop_on_error` it returns the bytes that were valid up to the first
+bad batch (recovery after a torn write) instead of raising.
+
+This module is the specification; `kraftcore._c.segment` must behave the same on every input.
+"""
+
+import struct
+from typing import NamedTuple
+
+from kraftcore._py.records import HEADER_BYTES, LOG_OVERHEAD, check_batch
+from kraftcore.errors import CorruptRecordError, InvalidAppendError
+
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+OFFSET_ENTRY_BYTES = OFFSET_ENTRY.size  # 8
+TIME_ENTRY_BYTES = TIME_ENTRY.size  # 12
+RELATIVE_OFFSET_MAX = 0x7FFFFFFF
+# Kafka's FileLogInputStream needs this many bytes to read a batch's size and magic.
+HEADER_BYTES_UP_TO_MAGIC = 17
+# `stamp_epoch` value meaning "leave each batch's partition leader epoch as it is".
+NO_STAMP = -2
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = struct.Struct(">q")
+_LEADER_EPOCH = struct.Struct(">i")
+
+
+class ScanResult(NamedTuple):
+    """What `scan_batches` found. Offsets are absolute; index entries are packed bytes."""
+
+    valid_bytes: int  # bytes of whole valid batches from the start of the buffer
+    batches: int  # number of valid batches
+    first_offset: int  # base offset of the first valid batch, -1 when there is none
+    next_offset: int  # last offset + 1 of the last valid batch, -1 when there is none
+    offset_index: bytes  # new .index entries
+    time_index: bytes  # new .timeindex entries
+    bytes_since_index: int  # carry into the next scan of the same segment
+    max_timestamp: int  # segment max timestamp so far
+    offset_of_max_timestamp: int  # last offset of the batch holding it
+    last_index_timestamp: int  # timestamp of the last time index entry
+    epochs: list  # [(leader epoch, start offset)] for epochs above `latest_epoch`
+    error: object  # the CorruptRecordError or InvalidAppendError that stopped the scan
+
+
+def _view(buffer):
+    view = memoryview(buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def scan_batches(
+    buffer,
+    segment_base_offset,
+    position_base=0,
+    index_interval_bytes=4096,
+    bytes_since_index=0,
+    max_timestamp=-1,
+    offset_of_max_timestamp=-1,
+    last_index_timestamp=-1,
+    latest_epoch=-1,
+    expected_offset=-1,
+    assign_offset=-1,
+    stamp_epoch=NO_STAMP,
+    index_per_batch=True,
+    verify_records=True,
+    strict_epochs=False,
+    stop_on_error=False,
+    batch_bytes_max=-1,
+):
+    """Validate and index the batches in `buffer`, which starts at byte `position_base` of
+    the segment whose base offset is `segment_base_offset`.
+
+    * `expected_offset` >= 0: the first batch must start there and every batch must follow
+      the previous one without a gap (a follower append). Otherwise base offsets only have
+      to increase.
+    * `assign_offset` >= 0: rewrite base offsets in place starting there (a leader append;
+      `buffer` must be writable). `stamp_epoch` >= -1 also rewrites the leader epoch.
+    * `strict_epochs`: a batch whose leader epoch is below the latest one is refused.
+    * `index_per_batch`: index each batch (recovery) or the set as a whole (an append).
+    * `stop_on_error`: return at the first bad batch with `error` set instead of raising.
+    * `batch_bytes_max` >= 0: a larger batch is refused (`InvalidAppendError`).
+    """
+    view = _view(buffer)
+    if assign_offset >= 0 and view.readonly:
+        raise TypeError("assigning offsets needs a writable buffer")
+    total = len(view)
+    pos = 0
+    batches = 0
+    first_offset = next_offset = -1
+    previous_next = segment_base_offset if expected_offset < 0 else expected_offset
+    offset_entries = bytearray()
+    time_entries = bytearray()
+    epochs = []
+    error = None
+    while pos < total:
+        try:
+            fields = check_batch(view, pos, verify_records)
+            base_offset, batch_length, epoch = fields[0], fields[1], fields[2]
+            last_delta, batch_max_ts = fields[6], fields[8]
+            if 0 <= batch_bytes_max < LOG_OVERHEAD + batch_length:
+                raise InvalidAppendError(
+                    f"the batch at byte {pos} is {LOG_OVERHEAD + batch_length} bytes, "
+                    f"above the limit of {batch_bytes_max}"
+                )
+            if assign_offset >= 0:
+                base_offset = assign_offset
+                _BASE_OFFSET.pack_into(view, pos, base_offset)
+                assign_offset += last_delta + 1
+                if stamp_epoch != NO_STAMP:
+                    epoch = stamp_epoch
+                    _LEADER_EPOCH.pack_into(view, pos + 12, epoch)
+            last_offset = base_offset + last_delta
+            if expected_offset >= 0 and base_offset != previous_next:
+                raise InvalidAppendError(
+                    f"batch at offset {base_offset} does not follow offset "
+                    f"{previous_next - 1}: appends must be contiguous"
+                )
+            if base_offset < previous_next:
+                raise CorruptRecordError(
+                    f"base offset {base_offset} is below {previous_next}, "
+                    "offsets must increase", pos)
+            if last_offset - segment_base_offset > RELATIVE_OFFSET_MAX:
+                raise CorruptRecordError(
+                    f"offset {last_offset} does not fit the segment based at "
+                    f"{segment_base_offset}", pos)
+            if strict_epochs and 0 <= epoch < latest_epoch:
+                raise InvalidAppendError(
+                    f"batch at offset {base_offset} has leader epoch {epoch}, "
+                    f"below the log's latest epoch {latest_epoch}"
+                )
+        except (CorruptRecordError, InvalidAppendError) as exc:
+            if not stop_on_error:
+                raise
+            error = exc
+            break
+        if epoch >= 0 and epoch > latest_epoch:
+            epochs.append((epoch, base_offset))
+            latest_epoch = epoch
+        if batch_max_ts > max_timestamp:
+            max_timestamp, offset_of_max_timestamp = batch_max_ts, last_offset
+        size = LOG_OVERHEAD + batch_length
+        if index_per_batch:
+            if bytes_since_index > index_interval_bytes:
+                last_index_timestamp = _add_entries(
+                    offset_entries, time_entries, segment_base_offset, last_offset,
+                    position_base + pos, max_timestamp, offset_of_max_timestamp,
+                    last_index_timestamp)
+                bytes_since_index = 0
+            bytes_since_index += size
+        if first_offset < 0:
+            first_offset = base_offset
+        next_offset = previous_next = last_offset + 1
+        batches += 1
+        pos += size
+    if not index_per_batch and batches:
+        if bytes_since_index > index_interval_bytes:
+            last_index_timestamp = _add_entries(
+                offset_entries, time_entries, segment_base_offset, next_offset - 1,
+                position_base, max_timestamp, offset_of_max_timestamp, last_index_timestamp)
+            bytes_since_index = 0
+        bytes_since_index += pos
+    return ScanResult(
+        pos, batches, first_offset, next_offset, bytes(offset_entries), bytes(time_entries),
+        bytes_since_index, max_timestamp, offset_of_max_timestamp, last_index_timestamp,
+        epochs, error,
+    )
+
+
+def _add_entries(offset_entries, time_entries, base, last_offset, position, max_ts,
+                 offset_of_max_ts, last_index_ts):
+    offset_entries += OFFSET_ENTRY.pack(last_offset - base, position)
+    if max_ts > last_index_ts:
+        time_entries += TIME_ENTRY.pack(max_ts, offset_of_max_ts - base)
+        return max_ts
+    return last_index_ts
+
+
+def locate_batches(buffer, target_offset, end_offset, max_bytes):
+    """Find whole batches in `buffer` (batches back to back from its start) for a read.
+
+    Reads headers only (no CRC), following Kafka's scanning rules (§2.8). Returns
+    `(start, end, partial, partial_size)`:
+
+    * `start`: position of the first batch whose last offset >= `target_offset`, -1 if
+      none is complete in the buffer;
+    * `end`: end of the whole batches taken from `start`: each must end below `end_offset`
+      (next offset <= `end_offset`) and fit in `max_bytes`, except that the first batch is
+      always taken;
+    * `partial`: position of an incomplete batch where the buffer ended before a limit was
+      reached, else -1; `partial_size` is its full size when its header says so, else 0.
+    """
+    view = _view(buffer)
+    total = len(view)
+    pos = 0
+    start = end = -1
+    while True:
+        if total - pos < HEADER_BYTES_UP_TO_MAGIC:
+            if pos == total:
+                return start, (start if end < 0 else end), -1, 0
+            return start, (start if end < 0 else end), pos, 0
+        base_offset, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        if length < 14:
+            raise CorruptRecordError(f"batch size {length} is below the minimum 14", pos)
+        size = LOG_OVERHEAD + length
+        if size > total - pos:
+            return start, (start if end < 0 else end), pos, size
+        if length < HEADER_BYTES - LOG_OVERHEAD:
+            raise CorruptRecordError(f"batch length {length} is below the minimum 49", pos)
+        last_offset = base_offset + struct.unpack_from(">i", view, pos + 23)[0]
+        if start < 0:
+            if last_offset >= target_offset:
+                if last_offset >= end_offset:
+                    return pos, pos, -1, 0
+                start, end = pos, pos + size
+        else:
+            if last_offset >= end_offset or pos + size - start > max_bytes:
+                return start, end, -1, 0
+            end = pos + size
+        pos += size
+
+
+def index_search(index, entry_bytes, key_at, key_bytes, target):
+    """Slot of the last entry whose key (a big-endian signed int of `key_bytes` at
+    `key_at` within each `entry_bytes`-byte entry) is <= `target`; -1 if none. Keys must be
+    non-decreasing, as they are in Kafka's offset and time indexes."""
+    view = _view(index)
+    fmt = ">q" if key_bytes == 8 else ">i"
+    lo, hi = 0, len(view) // entry_bytes
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if struct.unpack_from(fmt, view, mid * entry_bytes + key_at)[0] <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+def check_offset_index(index, log_bytes, relative_offset_max):
+    """Why `index` cannot be a valid offset index of a `log_bytes`-byte segment whose
+    offsets reach `relative_offset_max`, or None when it can: length a multiple of 8,
+    relative offsets and positions strictly increasing, in range."""
+    view = _view(index)
+    if len(view) % OFFSET_ENTRY_BYTES:
+        return f"length {len(view)} is not a multiple of {OFFSET_ENTRY_BYTES}"
+    previous_offset = previous_position = -1
+    for slot, (offset, position) in enumerate(OFFSET_ENTRY.iter_unpack(view)):
+        if offset <= previous_offset or position <= previous_position:
+            return f"entry {slot} ({offset}, {position}) does not increase"
+        if offset > relative_offset_max or position >= log_bytes:
+            return f"entry {slot} ({offset}, {position}) is beyond the segment"
+        previous_offset, previous_position = offset, position
+    return None
+
+
+def check_time_index(index, relative_offset_max):
+    """Why `index` cannot be a valid time index of a segment whose offsets reach
+    `relative_offset_max`, or None: length a multiple of 12, timestamps strictly increasing,
+    relative offsets non-decreasing and in range."""
+    view = _view(index)
+    if len(view) % TIME_ENTRY_BYTES:
+        return f"length {len(view)} is not a multiple of {TIME_ENTRY_BYTES}"
+    previous_ts = previous_offset = -1
+    for slot, (timestamp, offset) in enumerate(TIME_ENTRY.iter_unpack(view)):
+        if timestamp <= previous_ts or offset < previous_offset:
+            return f"entry {slot} ({timestamp}, {offset}) does not increase"
+        if offset > relative_offset_max:
+            return f"entry {slot} ({timestamp}, {offset}) is beyond the segment"
+        previous_ts, previous_offset = timestamp, offset
+    return None

@@ -1,0 +1,384 @@
+"""One segment of a log: `<base>.log` with its `.index` and `.timeindex` (kafka-facts §3.1–3.4).
+
+A segment owns its three file descriptors and an in-memory copy of both indexes (the files
+are written as entries are added, and trimmed when the segment is truncated). It knows how
+many bytes of whole batches its `.log` holds (`size`; a preallocated file is longer), the
+offset after its last batch, and its max timestamp.
+
+Invariants: `size` is the end of the last whole batch that was written successfully; index
+entries point at batch starts inside `size` and increase; every offset in the segment fits
+an int32 relative to `base_offset`. Batch checks and index arithmetic happen in the kernels
+(`kraftcore.codec.scan_batches` and friends); this module moves bytes between them and the
+files.
+"""
+
+import os
+import struct
+
+from kraftcore import codec
+from kraftcore._py.segment import OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES, RELATIVE_OFFSET_MAX
+from kraftcore.errors import CorruptRecordError
+from kraftcore.log import fileio
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_TIME_ENTRY = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")
+# Bytes read at a time when walking headers from an index entry to a batch.
+READ_CHUNK_BYTES = 64 * 1024
+
+
+def file_prefix(base_offset):
+    """The 20-digit zero-padded base offset that names a segment's files."""
+    return f"{base_offset:020d}"
+
+
+def parse_prefix(name):
+    """The base offset named by a segment file name, or None if it is not one."""
+    stem, dot, _ = name.partition(".")
+    if dot and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class Segment:
+    def __init__(self, directory, base_offset, config):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.log_fd = self.index_fd = self.time_index_fd = -1
+        self.size = 0
+        self.file_bytes = 0
+        self.next_offset = base_offset
+        self.offset_index = bytearray()
+        self.time_index = bytearray()
+        self.bytes_since_index = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.last_index_timestamp = -1
+        self.created_ms = 0
+        self.rolled = False
+
+    # ------------------------------------------------------------------ files
+
+    def path(self, suffix):
+        return os.path.join(self.directory, file_prefix(self.base_offset) + suffix)
+
+    @classmethod
+    def create(cls, directory, base_offset, config, now_ms):
+        """New empty segment files (they must not exist). The caller syncs the directory."""
+        segment = cls(directory, base_offset, config)
+        segment.created_ms = now_ms
+        try:
+            segment.log_fd = fileio.open_file(segment.path(LOG_SUFFIX), create=True)
+            segment.index_fd = fileio.open_file(segment.path(INDEX_SUFFIX), create=True)
+            segment.time_index_fd = fileio.open_file(segment.path(TIME_INDEX_SUFFIX), create=True)
+            if config.preallocate:
+                fileio.preallocate(segment.log_fd, config.segment_bytes)
+                segment.file_bytes = fileio.file_size(segment.log_fd)
+        except OSError:
+            segment.delete()
+            raise
+        return segment
+
+    @classmethod
+    def open(cls, directory, base_offset, config, now_ms):
+        """Open existing segment files (creating missing index files) without reading them."""
+        segment = cls(directory, base_offset, config)
+        segment.created_ms = now_ms
+        try:
+            segment.log_fd = fileio.open_file(segment.path(LOG_SUFFIX))
+            segment.file_bytes = segment.size = fileio.file_size(segment.log_fd)
+            segment.index_fd, segment.offset_index = _open_index(segment.path(INDEX_SUFFIX))
+            segment.time_index_fd, segment.time_index = _open_index(
+                segment.path(TIME_INDEX_SUFFIX))
+        except OSError:
+            segment.close()
+            raise
+        return segment
+
+    def close(self):
+        for name in ("log_fd", "index_fd", "time_index_fd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                fileio.close(fd)
+
+    def delete(self):
+        """Close and remove the segment's files (a missing file is fine)."""
+        self.close()
+        for suffix in SUFFIXES:
+            try:
+                fileio.unlink(self.path(suffix))
+            except FileNotFoundError:
+                pass
+
+    def sync(self, with_indexes=False):
+        fileio.sync(self.log_fd)
+        if with_indexes:
+            fileio.sync(self.index_fd)
+            fileio.sync(self.time_index_fd)
+
+    # ------------------------------------------------------------------ loading
+
+    def recover(self, latest_epoch):
+        """Rebuild the indexes by scanning the whole `.log` (kafka-facts §3.7) and cut the
+        file after the last valid batch. Returns the scan result: `.error` says why the scan
+        stopped early (a torn or corrupt tail), `.epochs` the leader epochs it started."""
+        self.offset_index = bytearray()
+        self.time_index = bytearray()
+        self.bytes_since_index = 0
+        self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
+        data = self._read_all()
+        result = codec.scan_batches(
+            data, self.base_offset, 0, self.config.index_interval_bytes, 0, -1, -1, -1,
+            latest_epoch, stop_on_error=True)
+        self._take(result)
+        self.size = result.valid_bytes
+        self.next_offset = result.next_offset if result.batches else self.base_offset
+        if self.file_bytes > self.size:
+            fileio.truncate(self.log_fd, self.size)
+            self.file_bytes = self.size
+        self._add_final_time_entry()
+        self._rewrite_indexes()
+        return result
+
+    def load(self):
+        """Trust a segment that was closed cleanly: check its indexes (an error string when
+        they are damaged, and the caller recovers instead) and find its end from the last
+        indexed batch."""
+        relative_max = RELATIVE_OFFSET_MAX
+        problem = codec.check_offset_index(self.offset_index, self.size, relative_max)
+        problem = problem or codec.check_time_index(self.time_index, relative_max)
+        if problem:
+            return problem
+        try:
+            self._load_tail()
+        except CorruptRecordError as exc:
+            return f"the batches after the last index entry do not read back: {exc}"
+        return None
+
+    def _load_tail(self):
+        position = 0
+        if self.offset_index:
+            position = _OFFSET_ENTRY.unpack_from(self.offset_index, len(self.offset_index) - 8)[1]
+        tail = fileio.pread(self.log_fd, self.size - position, position)
+        result = codec.scan_batches(
+            tail, self.base_offset, position, self.config.index_interval_bytes, 0,
+            verify_records=False)
+        self.next_offset = result.next_offset if result.batches else self.base_offset
+        if self.offset_index and result.batches == 0:
+            raise CorruptRecordError("no batch at the last index entry", position)
+        last_ts, relative = (-1, 0)
+        if self.time_index:
+            last_ts, relative = _TIME_ENTRY.unpack_from(self.time_index, len(self.time_index) - 12)
+        self.last_index_timestamp = last_ts
+        if result.max_timestamp > last_ts:
+            self.max_timestamp = result.max_timestamp
+            self.offset_of_max_timestamp = result.offset_of_max_timestamp
+        else:
+            self.max_timestamp = last_ts
+            self.offset_of_max_timestamp = self.base_offset + relative if last_ts >= 0 else -1
+        if self.next_offset - 1 - self.base_offset > RELATIVE_OFFSET_MAX:
+            raise CorruptRecordError("offsets overflow the segment", position)
+
+    def _read_all(self):
+        return fileio.pread(self.log_fd, self.size, 0) if self.size else b""
+
+    # ------------------------------------------------------------------ writing
+
+    def append(self, data, result):
+        """Write the checked batches `data` (scanned into `result` at position `size`) and
+        their index entries. On an OSError the segment is put back as it was and the error
+        is raised; if even that fails, OSError carries `rollback_failed`."""
+        position = self.size
+        offset_bytes, time_bytes = len(self.offset_index), len(self.time_index)
+        try:
+            fileio.pwrite_all(self.log_fd, data, position)
+            if result.offset_index:
+                fileio.pwrite_all(self.index_fd, result.offset_index, offset_bytes)
+            if result.time_index:
+                fileio.pwrite_all(self.time_index_fd, result.time_index, time_bytes)
+        except OSError as exc:
+            try:
+                fileio.truncate(self.log_fd, position)
+                self.file_bytes = position
+                fileio.truncate(self.index_fd, offset_bytes)
+                fileio.truncate(self.time_index_fd, time_bytes)
+            except OSError:
+                exc.rollback_failed = True
+            raise
+        self.size = position + len(data)
+        self.file_bytes = max(self.file_bytes, self.size)
+        self.next_offset = result.next_offset
+        self._take(result)
+
+    def _take(self, result):
+        self.offset_index += result.offset_index
+        self.time_index += result.time_index
+        self.bytes_since_index = result.bytes_since_index
+        self.max_timestamp = result.max_timestamp
+        self.offset_of_max_timestamp = result.offset_of_max_timestamp
+        self.last_index_timestamp = result.last_index_timestamp
+
+    def _add_final_time_entry(self):
+        """Kafka's last time index entry of an inactive segment: its max timestamp."""
+        if self.max_timestamp > self.last_index_timestamp:
+            self.time_index += _TIME_ENTRY.pack(
+                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+            self.last_index_timestamp = self.max_timestamp
+
+    def _rewrite_indexes(self):
+        for fd, content in ((self.index_fd, self.offset_index),
+                            (self.time_index_fd, self.time_index)):
+            fileio.truncate(fd, 0)
+            if content:
+                fileio.pwrite_all(fd, content, 0)
+
+    def seal(self):
+        """Make the segment inactive (a roll or a close): final time index entry, trim a
+        preallocated file to its data, and sync the three files."""
+        entries = len(self.time_index)
+        self._add_final_time_entry()
+        if len(self.time_index) > entries:
+            fileio.pwrite_all(self.time_index_fd, self.time_index[entries:], entries)
+        if self.file_bytes > self.size:
+            fileio.truncate(self.log_fd, self.size)
+            self.file_bytes = self.size
+        self.sync(with_indexes=True)
+        self.rolled = True
+
+    def truncate_to(self, offset):
+        """Drop every batch whose last offset is >= `offset` (a batch holding `offset` goes
+        whole). Returns the new next offset of the segment."""
+        position = self.position_of(offset)
+        if position is None:
+            return self.next_offset
+        cut = struct.unpack(">q", self.read_bytes(position, 8))[0]
+        relative = cut - self.base_offset
+        keep = codec.index_search(self.offset_index, OFFSET_ENTRY_BYTES, 0, 4, relative - 1) + 1
+        time_keep = codec.index_search(self.time_index, TIME_ENTRY_BYTES, 8, 4, relative - 1) + 1
+        fileio.truncate(self.log_fd, position)
+        fileio.truncate(self.index_fd, keep * OFFSET_ENTRY_BYTES)
+        fileio.truncate(self.time_index_fd, time_keep * TIME_ENTRY_BYTES)
+        fileio.sync(self.log_fd)
+        del self.offset_index[keep * OFFSET_ENTRY_BYTES:]
+        del self.time_index[time_keep * TIME_ENTRY_BYTES:]
+        self.size = self.file_bytes = position
+        self.bytes_since_index = 0
+        self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
+        self._load_tail()
+        return self.next_offset
+
+    # ------------------------------------------------------------------ reading
+
+    def position_of(self, offset):
+        """Byte position of the first batch whose last offset is >= `offset`, None if the
+        segment has none. Starts at the offset index's entry and walks batch headers."""
+        if offset >= self.next_offset:
+            return None
+        position = self._indexed_position(offset)
+        while position < self.size:
+            chunk = self.read_bytes(position, min(READ_CHUNK_BYTES, self.size - position))
+            start, _, partial, partial_size = codec.locate_batches(chunk, offset, 1 << 62, 1)
+            if start >= 0:
+                return position + start
+            if partial < 0:
+                position += len(chunk)
+            elif partial > 0:
+                position += partial
+            else:  # a batch larger than the chunk starts it: judge it by its header
+                if partial_size == 0 or len(chunk) < 27:
+                    raise CorruptRecordError("truncated batch header", position)
+                base, delta = struct.unpack_from(">q", chunk)[0], struct.unpack_from(">i", chunk, 23)[0]
+                if base + delta >= offset:
+                    return position
+                position += partial_size
+        return None
+
+    def _indexed_position(self, offset):
+        slot = codec.index_search(self.offset_index, OFFSET_ENTRY_BYTES, 0, 4,
+                                  offset - self.base_offset)
+        if slot < 0:
+            return 0
+        return _OFFSET_ENTRY.unpack_from(self.offset_index, slot * 8)[1]
+
+    def read_bytes(self, position, size):
+        data = fileio.pread(self.log_fd, size, position)
+        if len(data) != size:
+            raise CorruptRecordError(
+                f"{self.path(LOG_SUFFIX)} ends at {position + len(data)}, "
+                f"expected data up to {position + size}", position)
+        return data
+
+    def read(self, offset, max_bytes, end_offset):
+        """Whole batches from the one holding `offset`, ending below `end_offset`, at most
+        `max_bytes` unless the first batch alone is larger (it is returned whole: Kafka's
+        "at least one batch" rule). Returns (memoryview of the bytes read, base offset of
+        the first batch, next offset after the last); the view is empty when nothing
+        qualifies."""
+        position = self.position_of(offset)
+        if position is None:
+            return memoryview(b""), offset, offset
+        rest = self.size - position
+        want = min(max(max_bytes, 64), rest)
+        while True:
+            data = self.read_bytes(position, want)
+            start, end, partial, partial_size = codec.locate_batches(
+                data, offset, end_offset, max_bytes)
+            if start < 0 and partial == 0 and partial_size > want and want < rest:
+                want = min(partial_size, rest)
+                continue
+            break
+        if start != 0:
+            raise CorruptRecordError(
+                f"no whole batch at position {position} of {self.path(LOG_SUFFIX)}", position)
+        if end <= start:
+            return memoryview(b""), offset, offset
+        view = memoryview(data)[:end]
+        last_batch = _last_batch_start(view)
+        next_offset = (struct.unpack_from(">q", data, last_batch)[0]
+                       + struct.unpack_from(">i", data, last_batch + 23)[0] + 1)
+        return view, struct.unpack_from(">q", data)[0], next_offset
+
+    def offset_for_timestamp(self, timestamp):
+        """The first offset whose record timestamp is >= `timestamp`, None if none is."""
+        if self.max_timestamp < timestamp:
+            return None
+        slot = codec.index_search(self.time_index, TIME_ENTRY_BYTES, 0, 8, timestamp - 1)
+        offset = self.base_offset
+        if slot >= 0:
+            offset += _TIME_ENTRY.unpack_from(self.time_index, slot * 12)[1]
+        while offset < self.next_offset:
+            view, _, next_offset = self.read(offset, READ_CHUNK_BYTES, 1 << 62)
+            for batch in codec.decode_batches(view, verify=False):
+                if batch.max_timestamp >= timestamp:
+                    for record in batch.records:
+                        if record.offset >= offset and record.timestamp >= timestamp:
+                            return record.offset
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        return None
+
+
+def _last_batch_start(view):
+    position = 0
+    while True:
+        size = 12 + struct.unpack_from(">i", view, position + 8)[0]
+        if position + size >= len(view):
+            return position
+        position += size
+
+
+def _open_index(path):
+    fd = fileio.open_file(path, create=True, exclusive=False)
+    try:
+        size = fileio.file_size(fd)
+        content = bytearray(fileio.pread(fd, size, 0)) if size else bytearray()
+    except OSError:
+        fileio.close(fd)
+        raise
+    return fd, content
