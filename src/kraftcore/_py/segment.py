@@ -243,6 +243,9 @@ def index_search(index, entry_bytes, key_at, key_bytes, target):
     """Slot of the last entry whose key (a big-endian signed int of `key_bytes` at
     `key_at` within each `entry_bytes`-byte entry) is <= `target`; -1 if none. Keys must be
     non-decreasing, as they are in Kafka's offset and time indexes."""
+    if entry_bytes <= 0 or key_at < 0 or key_at + key_bytes > entry_bytes or \
+            key_bytes not in (4, 8):
+        raise ValueError("invalid index entry layout")
     view = _view(index)
     fmt = ">q" if key_bytes == 8 else ">i"
     lo, hi = 0, len(view) // entry_bytes

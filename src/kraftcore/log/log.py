@@ -334,8 +334,8 @@ class Log:
                 raise InvalidAppendError(
                     f"leader epoch {epoch} is below the log's latest epoch {latest}")
             if encoded is None:
-                if timestamp is None and timestamps is None:
-                    timestamp = self._clock()
+                if timestamp is None:
+                    timestamp = -1 if timestamps is not None else self._clock()
                 encoded = codec.encode_batch(
                     records, keys=keys, headers=headers, timestamps=timestamps,
                     timestamp=timestamp, compression=compression, base_offset=self._leo,

@@ -132,9 +132,13 @@ class Segment:
         self.bytes_since_index = 0
         self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
         data = self._read_all()
+        # Stricter than Kafka's recovery, because kraftcore logs never have gaps: offsets
+        # must continue without a gap from the segment's base, and leader epochs must not
+        # go backwards, so a flipped base offset or epoch (outside the CRC) is caught too.
         result = codec.scan_batches(
             data, self.base_offset, 0, self.config.index_interval_bytes, 0, -1, -1, -1,
-            latest_epoch, stop_on_error=True)
+            latest_epoch, expected_offset=self.base_offset, strict_epochs=True,
+            stop_on_error=True)
         self._take(result)
         self.size = result.valid_bytes
         self.next_offset = result.next_offset if result.batches else self.base_offset

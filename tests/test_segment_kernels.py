@@ -1,0 +1,267 @@
+"""The segment kernels (scan, locate, index search and checks): Kafka's indexing cadence,
+offset assignment and epoch stamping without touching the CRC, corruption handling, and
+byte-for-byte agreement of the native and pure-Python implementations."""
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftcore.errors import CorruptRecordError, InvalidAppendError
+from tests.conftest import IMPLEMENTATIONS
+
+pytestmark = pytest.mark.smoke
+
+TS = 1_700_000_000_000
+
+
+def _batches(records, count, per_batch=5, value_bytes=300, base=0, epoch_every=3, ts=TS):
+    out = []
+    offset = base
+    for i in range(count):
+        out.append(records.encode_batch(
+            [bytes([i % 251]) * value_bytes for _ in range(per_batch)],
+            base_offset=offset, leader_epoch=i // epoch_every, timestamp=ts + i))
+        offset += per_batch
+    return b"".join(out)
+
+
+def _walk(data):
+    """(position, base offset, last offset, size, max timestamp, epoch) per batch."""
+    pos, out = 0, []
+    while pos < len(data):
+        base, length, epoch = struct.unpack_from(">qii", data, pos)
+        delta = struct.unpack_from(">i", data, pos + 23)[0]
+        max_ts = struct.unpack_from(">q", data, pos + 35)[0]
+        out.append((pos, base, base + delta, 12 + length, max_ts, epoch))
+        pos += 12 + length
+    return out
+
+
+def test_scan_indexes_like_kafka(impl):
+    data = _batches(impl.records, 40)
+    result = impl.segment.scan_batches(data, 0)
+    offset_entries, time_entries, since, max_ts, max_ts_offset, last_ts = [], [], 0, -1, -1, -1
+    for pos, _, last, size, batch_ts, _ in _walk(data):
+        if batch_ts > max_ts:
+            max_ts, max_ts_offset = batch_ts, last
+        if since > 4096:
+            offset_entries.append(struct.pack(">ii", last, pos))
+            if max_ts > last_ts:
+                time_entries.append(struct.pack(">qi", max_ts, max_ts_offset))
+                last_ts = max_ts
+            since = 0
+        since += size
+    assert result.offset_index == b"".join(offset_entries)
+    assert result.time_index == b"".join(time_entries)
+    assert result.offset_index  # the cadence did produce entries
+    assert (result.valid_bytes, result.batches, result.first_offset, result.next_offset) == (
+        len(data), 40, 0, 200)
+    assert result.epochs == [(e, e * 15) for e in range(14)]
+    assert result.error is None
+
+
+def test_the_first_batch_of_a_segment_is_never_indexed(impl):
+    first = impl.records.encode_batch([b"x" * 100], base_offset=0)
+    second = impl.records.encode_batch([b"y" * 100], base_offset=1)
+    result = impl.segment.scan_batches(first + second, 0, index_interval_bytes=0)
+    assert result.offset_index == struct.pack(">ii", 1, len(first))
+
+
+def test_reference_index_entry_bytes():
+    assert struct.pack(">ii", 5, 4096) == bytes.fromhex("0000000500001000")
+    assert struct.pack(">qi", 1700000000000, 5) == bytes.fromhex("0000018bcfe5680000000005")
+
+
+def test_assigning_offsets_and_epochs_keeps_the_crc_valid(impl):
+    data = bytearray(_batches(impl.records, 6, base=0))
+    result = impl.segment.scan_batches(
+        data, 1000, assign_offset=1000, stamp_epoch=9, index_per_batch=False)
+    batches = impl.records.decode_batches(bytes(data))  # verifies every CRC
+    assert [b.base_offset for b in batches] == [1000 + 5 * i for i in range(6)]
+    assert {b.partition_leader_epoch for b in batches} == {9}
+    assert result.epochs == [(9, 1000)] and result.next_offset == 1030
+
+
+def test_assigning_needs_a_writable_buffer(impl):
+    with pytest.raises(TypeError, match="writable"):
+        impl.segment.scan_batches(_batches(impl.records, 1), 0, assign_offset=0)
+
+
+def test_a_set_is_indexed_once_at_its_start(impl):
+    data = _batches(impl.records, 30)
+    result = impl.segment.scan_batches(
+        data, 0, position_base=7000, bytes_since_index=5000, index_per_batch=False)
+    assert result.offset_index == struct.pack(">ii", 149, 7000)
+    assert result.bytes_since_index == len(data)
+
+
+def test_contiguity_is_enforced_for_follower_appends(impl):
+    data = _batches(impl.records, 3, base=10)
+    assert impl.segment.scan_batches(data, 0, expected_offset=10).next_offset == 25
+    with pytest.raises(InvalidAppendError, match="contiguous"):
+        impl.segment.scan_batches(data, 0, expected_offset=11)
+    gap = _batches(impl.records, 1, base=10) + _batches(impl.records, 1, base=16)
+    with pytest.raises(InvalidAppendError, match="contiguous"):
+        impl.segment.scan_batches(gap, 0, expected_offset=10)
+
+
+def test_offsets_must_increase_and_fit_the_segment(impl):
+    twice = _batches(impl.records, 1, base=10) * 2
+    with pytest.raises(CorruptRecordError, match="must increase"):
+        impl.segment.scan_batches(twice, 0)
+    far = _batches(impl.records, 1, base=2**31)
+    with pytest.raises(CorruptRecordError, match="does not fit"):
+        impl.segment.scan_batches(far, 0)
+    with pytest.raises(CorruptRecordError, match="below"):
+        impl.segment.scan_batches(_batches(impl.records, 1, base=5), 100)
+
+
+def test_strict_epochs_refuse_going_backwards(impl):
+    data = impl.records.encode_batch([b"a"], leader_epoch=2)
+    with pytest.raises(InvalidAppendError, match="below the log's latest epoch 3"):
+        impl.segment.scan_batches(data, 0, latest_epoch=3, strict_epochs=True)
+    assert impl.segment.scan_batches(data, 0, latest_epoch=3).epochs == []
+
+
+def test_batches_above_the_limit_are_refused(impl):
+    data = impl.records.encode_batch([b"x" * 1000])
+    with pytest.raises(InvalidAppendError, match="above the limit of 500"):
+        impl.segment.scan_batches(data, 0, batch_bytes_max=500)
+
+
+@pytest.mark.parametrize("cut_from_end", [1, 30, 61, 200])
+def test_a_torn_tail_stops_the_scan_at_the_last_whole_batch(impl, cut_from_end):
+    data = _batches(impl.records, 5)
+    walk = _walk(data)
+    result = impl.segment.scan_batches(data[:-cut_from_end], 0, stop_on_error=True)
+    assert result.valid_bytes == walk[-1][0]
+    assert result.batches == 4 and result.next_offset == walk[-2][2] + 1
+    assert isinstance(result.error, CorruptRecordError)
+    with pytest.raises(CorruptRecordError):
+        impl.segment.scan_batches(data[:-cut_from_end], 0)
+
+
+def test_a_bit_flip_stops_the_scan_at_the_damaged_batch(impl):
+    data = bytearray(_batches(impl.records, 5))
+    walk = _walk(data)
+    data[walk[2][0] + 100] ^= 0x10
+    result = impl.segment.scan_batches(data, 0, stop_on_error=True)
+    assert result.valid_bytes == walk[2][0] and "CRC" in str(result.error)
+
+
+def test_locate_finds_whole_batches_for_reads(impl):
+    data = _batches(impl.records, 10)
+    walk = _walk(data)
+    size = walk[0][3]
+    locate = impl.segment.locate_batches
+    assert locate(data, 7, 1 << 62, 2 * size) == (walk[1][0], walk[3][0], -1, 0)
+    # the first batch is taken even above max_bytes
+    assert locate(data, 0, 1 << 62, 1) == (0, size, -1, 0)
+    # bounded by an end offset (the high watermark): only batches ending below it
+    assert locate(data, 0, 12, 1 << 40) == (0, walk[2][0], -1, 0)
+    assert locate(data, 0, 3, 1 << 40) == (0, 0, -1, 0)
+    # the buffer ends inside a batch: its position and full size are reported
+    assert locate(data[: size + 20], 0, 1 << 62, 1 << 40) == (0, size, size, size)
+    assert locate(data[: size + 5], 0, 1 << 62, 1 << 40) == (0, size, size, 0)
+    assert locate(data[:20], 100, 1 << 62, 1 << 40) == (-1, -1, 0, size)
+    assert locate(b"", 0, 10, 10) == (-1, -1, -1, 0)
+
+
+def test_locate_rejects_impossible_sizes(impl):
+    bad = bytearray(_batches(impl.records, 1))
+    struct.pack_into(">i", bad, 8, 13)
+    with pytest.raises(CorruptRecordError, match="minimum 14"):
+        impl.segment.locate_batches(bad, 0, 1 << 62, 1 << 40)
+
+
+def test_index_search(impl):
+    index = b"".join(struct.pack(">ii", rel, rel * 100) for rel in (5, 10, 20))
+    search = impl.segment.index_search
+    assert [search(index, 8, 0, 4, t) for t in (0, 5, 9, 10, 19, 20, 99)] == [-1, 0, 0, 1, 1, 2, 2]
+    times = b"".join(struct.pack(">qi", ts, rel) for ts, rel in ((100, 1), (200, 3)))
+    assert [search(times, 12, 0, 8, t) for t in (99, 100, 150, 250)] == [-1, 0, 0, 1]
+    assert search(times, 12, 8, 4, 2) == 0
+    assert search(b"", 8, 0, 4, 10) == -1
+    with pytest.raises(ValueError):
+        search(index, 8, 6, 4, 0)
+
+
+def test_index_checks(impl):
+    good = struct.pack(">iiii", 5, 100, 9, 200)
+    assert impl.segment.check_offset_index(good, 300, 100) is None
+    assert "multiple" in impl.segment.check_offset_index(good[:-1], 300, 100)
+    assert "increase" in impl.segment.check_offset_index(struct.pack(">iiii", 5, 100, 5, 200), 300, 100)
+    assert "beyond" in impl.segment.check_offset_index(good, 150, 100)
+    assert "beyond" in impl.segment.check_offset_index(good, 300, 8)
+    assert "increase" in impl.segment.check_offset_index(bytes(16), 300, 100)
+    times = struct.pack(">qiqi", 100, 1, 200, 1)
+    assert impl.segment.check_time_index(times, 10) is None
+    assert "increase" in impl.segment.check_time_index(struct.pack(">qiqi", 100, 1, 100, 2), 10)
+    assert "beyond" in impl.segment.check_time_index(times, 0)
+    assert "multiple" in impl.segment.check_time_index(times[:5], 10)
+
+
+# ------------------------------------------------------------------ both implementations
+
+needs_both = pytest.mark.skipif(len(IMPLEMENTATIONS) < 2, reason="native extension not built")
+
+
+def _both():
+    return IMPLEMENTATIONS["py"][3], IMPLEMENTATIONS["c"][3]
+
+
+def _outcome(fn, *args, **kwargs):
+    try:
+        result = fn(*args, **kwargs)
+    except (CorruptRecordError, InvalidAppendError) as exc:
+        return type(exc).__name__, getattr(exc, "position", None)
+    if hasattr(result, "_replace") and result.error is not None:
+        error = result.error
+        result = result._replace(error=(type(error).__name__, getattr(error, "position", None)))
+    return result
+
+
+@needs_both
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_implementations_agree_on_damaged_segments(data):
+    py, c = _both()
+    from kraftcore._py import records
+
+    count = data.draw(st.integers(1, 8))
+    raw = bytearray(_batches(records, count, per_batch=data.draw(st.integers(1, 4)),
+                             value_bytes=data.draw(st.integers(0, 3000))))
+    for _ in range(data.draw(st.integers(0, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    raw = bytes(raw[: data.draw(st.integers(0, len(raw)))])
+    kwargs = dict(
+        index_interval_bytes=data.draw(st.integers(0, 5000)),
+        bytes_since_index=data.draw(st.integers(0, 5000)),
+        latest_epoch=data.draw(st.integers(-1, 3)),
+        index_per_batch=data.draw(st.booleans()),
+        stop_on_error=data.draw(st.booleans()),
+        verify_records=data.draw(st.booleans()),
+    )
+    assert _outcome(py.scan_batches, raw, 0, **kwargs) == _outcome(c.scan_batches, raw, 0, **kwargs)
+    target = data.draw(st.integers(0, 40))
+    end = data.draw(st.integers(0, 45))
+    max_bytes = data.draw(st.integers(0, 20000))
+    assert _outcome(py.locate_batches, raw, target, end, max_bytes) == \
+        _outcome(c.locate_batches, raw, target, end, max_bytes)
+
+
+@needs_both
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120), st.integers(-10, 10**6))
+def test_implementations_agree_on_arbitrary_index_bytes(raw, bound):
+    py, c = _both()
+    assert py.check_offset_index(raw, bound, bound) == c.check_offset_index(raw, bound, bound)
+    assert py.check_time_index(raw, bound) == c.check_time_index(raw, bound)
+    for layout in ((8, 0, 4), (12, 0, 8), (12, 8, 4)):
+        assert py.index_search(raw, *layout, bound) == c.index_search(raw, *layout, bound)
+    assert _outcome(py.scan_batches, raw, 0, stop_on_error=True) == \
+        _outcome(c.scan_batches, raw, 0, stop_on_error=True)
+    assert _outcome(py.locate_batches, raw, 0, 1 << 62, 1 << 40) == \
+        _outcome(c.locate_batches, raw, 0, 1 << 62, 1 << 40)
