@@ -227,7 +227,10 @@ class Log:
             cut = False
             if scanning or problem:
                 file_bytes = segment.file_bytes
-                result = segment.recover(self._epochs.latest_epoch)
+                # The scan refuses epochs below the one in force before this segment. When
+                # only the indexes are rebuilt (below the recovery point) the cache already
+                # holds the later epochs: they must not count, or the segment is cut.
+                result = segment.recover(self._epochs.epoch_for_offset(base - 1) if base else -1)
                 for epoch, offset in result.epochs:
                     self._epochs.assign(epoch, offset)
                 report.scanned_segments += 1
@@ -372,18 +375,16 @@ class Log:
                 f"an append of {size} bytes cannot fit a segment of segment_bytes "
                 f"({self.config.segment_bytes})")
         now = self._clock()
-        for attempt in range(2):
-            segment = self._maybe_roll(size, now, force=attempt > 0)
-            result = codec.scan_batches(
-                data, segment.base_offset, segment.size, self.config.index_interval_bytes,
-                segment.bytes_since_index, segment.max_timestamp,
-                segment.offset_of_max_timestamp, segment.last_index_timestamp,
-                self._epochs.latest_epoch, index_per_batch=False, strict_epochs=True,
-                batch_bytes_max=self.config.max_batch_bytes, **scan)
-            if result.next_offset - 1 - segment.base_offset <= INT32_MAX:
-                break
-            if segment.size == 0:
-                raise InvalidAppendError("the append spans more than 2^31 offsets")
+        segment = self._segments[-1]
+        # Check (and stamp) the batches before anything changes: a refused append must not
+        # even roll a segment. A roll means scanning again for the new segment's positions.
+        result = self._scan_for(segment, data, scan)
+        if segment.size and (self._overflows(segment, result)
+                             or self._should_roll(segment, size, now)):
+            segment = self._roll(now)
+            result = self._scan_for(segment, data, scan)
+        if self._overflows(segment, result):
+            raise InvalidAppendError("the append spans more than 2^31 offsets")
         try:
             segment.append(data, result)
         except OSError as exc:
@@ -391,30 +392,50 @@ class Log:
             if getattr(exc, "rollback_failed", False):
                 self._go_offline(error)
             raise error from exc
+        entries = self._epochs.entries()
         changed = False
         for epoch, offset in result.epochs:
             changed |= self._epochs.assign(epoch, offset)
-        self._leo = result.next_offset
         if changed:
-            self._write_epochs()
+            try:
+                self._write_epochs()
+            except StorageError as exc:
+                # a full disk can fail the checkpoint after the data went in (preallocated
+                # segments): take the batches back out, the append did not happen
+                self._epochs = LeaderEpochCache(entries)
+                try:
+                    segment.truncate_to(result.first_offset)
+                except OSError:
+                    self._go_offline(exc)
+                raise
+        self._leo = result.next_offset
         return result.first_offset
 
     def _after_append(self, sync):
         if self.config.fsync == "always" and sync:
             self._sync_through(self._leo)
 
-    def _maybe_roll(self, incoming_bytes, now, force=False):
-        segment = self._segments[-1]
+    def _scan_for(self, segment, data, scan):
+        return codec.scan_batches(
+            data, segment.base_offset, segment.size, self.config.index_interval_bytes,
+            segment.bytes_since_index, segment.max_timestamp,
+            segment.offset_of_max_timestamp, segment.last_index_timestamp,
+            self._epochs.latest_epoch, index_per_batch=False, strict_epochs=True,
+            batch_bytes_max=self.config.max_batch_bytes, **scan)
+
+    @staticmethod
+    def _overflows(segment, result):
+        """Offsets must fit an int32 relative to the segment's base (Kafka's rule)."""
+        return result.next_offset - 1 - segment.base_offset > INT32_MAX
+
+    def _should_roll(self, segment, incoming_bytes, now):
+        """Kafka's `shouldRoll`: the append would pass segment_bytes, the segment is older
+        than segment_ms, or an index is full (one time entry kept for the final one)."""
         config = self.config
-        if segment.size == 0:
-            return segment
-        if not (force
-                or segment.size > config.segment_bytes - incoming_bytes
+        return (segment.size > config.segment_bytes - incoming_bytes
                 or now - segment.created_ms > config.segment_ms
                 or len(segment.offset_index) // 8 >= config.offset_index_entries_max - 1
-                or len(segment.time_index) // 12 >= config.time_index_entries_max - 2):
-            return segment
-        return self._roll(now)
+                or len(segment.time_index) // 12 >= config.time_index_entries_max - 2)
 
     def roll(self):
         """Start a new segment at the log end offset (if the active one holds data)."""
@@ -428,11 +449,20 @@ class Log:
         with self._sync_lock:
             try:
                 old.seal()
+            except OSError as exc:  # its sync may have failed: nothing is known durable
+                error = _storage_error(exc, f"sealing a segment of {self.path}")
+                self._go_offline(error)
+                raise error from exc
+            new = None
+            try:
                 new = Segment.create(self.path, self._leo, self.config, now)
                 fileio.sync_dir(self.path)
             except OSError as exc:
-                error = _storage_error(exc, f"rolling a segment of {self.path}")
-                self._go_offline(error)
+                # the sealed segment stays the active one: the log is unchanged and writable
+                if new is not None:
+                    new.delete()
+                old.rolled = False
+                error = _storage_error(exc, f"creating a segment in {self.path}")
                 raise error from exc
             self._segments.append(new)
             self._bases.append(new.base_offset)

@@ -60,6 +60,7 @@ class Segment:
         self.last_index_timestamp = -1
         self.created_ms = 0
         self.rolled = False
+        self.missing_indexes = ()  # index files `open` had to create
 
     # ------------------------------------------------------------------ files
 
@@ -91,9 +92,14 @@ class Segment:
         try:
             segment.log_fd = fileio.open_file(segment.path(LOG_SUFFIX))
             segment.file_bytes = segment.size = fileio.file_size(segment.log_fd)
-            segment.index_fd, segment.offset_index = _open_index(segment.path(INDEX_SUFFIX))
-            segment.time_index_fd, segment.time_index = _open_index(
+            segment.index_fd, segment.offset_index, index_found = _open_index(
+                segment.path(INDEX_SUFFIX))
+            segment.time_index_fd, segment.time_index, time_index_found = _open_index(
                 segment.path(TIME_INDEX_SUFFIX))
+            segment.missing_indexes = tuple(
+                suffix for suffix, found in ((INDEX_SUFFIX, index_found),
+                                             (TIME_INDEX_SUFFIX, time_index_found))
+                if not found)
         except OSError:
             segment.close()
             raise
@@ -153,6 +159,8 @@ class Segment:
         """Trust a segment that was closed cleanly: check its indexes (an error string when
         they are damaged, and the caller recovers instead) and find its end from the last
         indexed batch."""
+        if self.size and self.missing_indexes:  # Kafka rebuilds a missing index too
+            return f"missing index file(s): {', '.join(self.missing_indexes)}"
         relative_max = RELATIVE_OFFSET_MAX
         problem = codec.check_offset_index(self.offset_index, self.size, relative_max)
         problem = problem or codec.check_time_index(self.time_index, relative_max)
@@ -378,11 +386,15 @@ def _last_batch_start(view):
 
 
 def _open_index(path):
-    fd = fileio.open_file(path, create=True, exclusive=False)
+    """(fd, content, whether the file existed); a missing file is created empty."""
+    try:
+        fd, found = fileio.open_file(path), True
+    except FileNotFoundError:
+        fd, found = fileio.open_file(path, create=True, exclusive=False), False
     try:
         size = fileio.file_size(fd)
         content = bytearray(fileio.pread(fd, size, 0)) if size else bytearray()
     except OSError:
         fileio.close(fd)
         raise
-    return fd, content
+    return fd, content, found
