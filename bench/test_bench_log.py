@@ -12,7 +12,7 @@ Peers, in every group:
 * `kraftcore-c` (the baseline of the report: the log on the native kernels) calls
   `Log.append(batch, ...)`. For each batch that means copying it into a bytearray, one
   `scan_batches` call (CRC, record framing, assigning offsets, stamping the epoch, index
-  entries), and `os.pwrite` of the batch and of its index entries.
+  entries kept in memory until the segment is sealed), and `os.pwrite` of the batch.
 * `raw-os` calls `os.write(fd, batch)` on one plain file, plus `os.fdatasync` where the
   group needs durability. This is the least a program must do to get the same bytes into
   the page cache, or onto the disk.

@@ -428,3 +428,16 @@ def test_leader_epoch_cache_end_offsets():
     cache.truncate_from_end(250)
     assert cache.entries() == [(3, 120)]
     assert not cache.assign(2, 500) and cache.assign(4, 500)
+
+
+def test_verify_records_can_be_limited_to_crcs(open_log):
+    from tests.records_util import with_records
+
+    good = codec.encode_batch([b"x"])
+    broken = with_records(good, good[61:] + b"\x00")  # a valid CRC over a stray byte
+    with pytest.raises(CorruptRecordError, match="remain"):
+        open_log().append(broken)
+    trusting = open_log("trusting-0", verify_records=False)
+    assert trusting.append(broken) == 0
+    with pytest.raises(CorruptRecordError):
+        trusting.append(codec.encode_batch([b"y"])[:-1])  # framing and CRC still checked

@@ -345,7 +345,8 @@ class Log:
                     leader_epoch=epoch)
                 scan = dict(verify_records=False)
             else:
-                scan = dict(assign_offset=self._leo, stamp_epoch=epoch)
+                scan = dict(assign_offset=self._leo, stamp_epoch=epoch,
+                            verify_records=self.config.verify_records)
             base = self._append_locked(encoded, scan)
         self._after_append(sync)
         return base
@@ -358,7 +359,8 @@ class Log:
         data = memoryview(batches).cast("B")
         with self._lock:
             self._check_writable()
-            base = self._append_locked(data, dict(expected_offset=self._leo))
+            base = self._append_locked(data, dict(
+                expected_offset=self._leo, verify_records=self.config.verify_records))
         self._after_append(sync)
         return base
 

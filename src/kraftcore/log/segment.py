@@ -54,6 +54,11 @@ class Segment:
         self.next_offset = base_offset
         self.offset_index = bytearray()
         self.time_index = bytearray()
+        # Index bytes already in the files. The in-memory copies lead while the segment is
+        # active (recovery rebuilds the active segment's indexes from its data anyway);
+        # `seal` writes the rest, so an inactive segment's files are complete.
+        self.offset_index_written = 0
+        self.time_index_written = 0
         self.bytes_since_index = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -100,6 +105,8 @@ class Segment:
                 suffix for suffix, found in ((INDEX_SUFFIX, index_found),
                                              (TIME_INDEX_SUFFIX, time_index_found))
                 if not found)
+            segment.offset_index_written = len(segment.offset_index)
+            segment.time_index_written = len(segment.time_index)
         except OSError:
             segment.close()
             raise
@@ -203,22 +210,16 @@ class Segment:
 
     def append(self, data, result):
         """Write the checked batches `data` (scanned into `result` at position `size`) and
-        their index entries. On an OSError the segment is put back as it was and the error
-        is raised; if even that fails, OSError carries `rollback_failed`."""
+        take their index entries (written to the index files by `seal`). On an OSError the
+        segment is put back as it was and the error is raised; if even that fails, the
+        OSError carries `rollback_failed`."""
         position = self.size
-        offset_bytes, time_bytes = len(self.offset_index), len(self.time_index)
         try:
             fileio.pwrite_all(self.log_fd, data, position)
-            if result.offset_index:
-                fileio.pwrite_all(self.index_fd, result.offset_index, offset_bytes)
-            if result.time_index:
-                fileio.pwrite_all(self.time_index_fd, result.time_index, time_bytes)
         except OSError as exc:
             try:
                 fileio.truncate(self.log_fd, position)
                 self.file_bytes = position
-                fileio.truncate(self.index_fd, offset_bytes)
-                fileio.truncate(self.time_index_fd, time_bytes)
             except OSError:
                 exc.rollback_failed = True
             raise
@@ -243,19 +244,27 @@ class Segment:
             self.last_index_timestamp = self.max_timestamp
 
     def _rewrite_indexes(self):
-        for fd, content in ((self.index_fd, self.offset_index),
-                            (self.time_index_fd, self.time_index)):
+        self.offset_index_written = self.time_index_written = 0
+        for fd in (self.index_fd, self.time_index_fd):
             fileio.truncate(fd, 0)
-            if content:
-                fileio.pwrite_all(fd, content, 0)
+        self._write_indexes()
+
+    def _write_indexes(self):
+        """Write the index entries the files do not have yet."""
+        if len(self.offset_index) > self.offset_index_written:
+            fileio.pwrite_all(self.index_fd, self.offset_index[self.offset_index_written:],
+                              self.offset_index_written)
+            self.offset_index_written = len(self.offset_index)
+        if len(self.time_index) > self.time_index_written:
+            fileio.pwrite_all(self.time_index_fd, self.time_index[self.time_index_written:],
+                              self.time_index_written)
+            self.time_index_written = len(self.time_index)
 
     def seal(self):
         """Make the segment inactive (a roll or a close): final time index entry, trim a
         preallocated file to its data, and sync the three files."""
-        entries = len(self.time_index)
         self._add_final_time_entry()
-        if len(self.time_index) > entries:
-            fileio.pwrite_all(self.time_index_fd, self.time_index[entries:], entries)
+        self._write_indexes()
         if self.file_bytes > self.size:
             fileio.truncate(self.log_fd, self.size)
             self.file_bytes = self.size
@@ -272,9 +281,11 @@ class Segment:
         relative = cut - self.base_offset
         keep = codec.index_search(self.offset_index, OFFSET_ENTRY_BYTES, 0, 4, relative - 1) + 1
         time_keep = codec.index_search(self.time_index, TIME_ENTRY_BYTES, 8, 4, relative - 1) + 1
+        self.offset_index_written = min(self.offset_index_written, keep * OFFSET_ENTRY_BYTES)
+        self.time_index_written = min(self.time_index_written, time_keep * TIME_ENTRY_BYTES)
         fileio.truncate(self.log_fd, position)
-        fileio.truncate(self.index_fd, keep * OFFSET_ENTRY_BYTES)
-        fileio.truncate(self.time_index_fd, time_keep * TIME_ENTRY_BYTES)
+        fileio.truncate(self.index_fd, self.offset_index_written)
+        fileio.truncate(self.time_index_fd, self.time_index_written)
         fileio.sync(self.log_fd)
         del self.offset_index[keep * OFFSET_ENTRY_BYTES:]
         del self.time_index[time_keep * TIME_ENTRY_BYTES:]
