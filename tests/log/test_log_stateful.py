@@ -8,7 +8,7 @@ import tempfile
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kraftcore import codec
 from kraftcore.errors import InvalidOffsetError

@@ -40,7 +40,7 @@ import os
 import threading
 
 from kraftcore import codec
-from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
+from kraftcore.errors import (InvalidAppendError, InvalidOffsetError,
                               LogClosedError, OffsetOutOfRangeError, StorageError)
 from kraftcore.log import checkpoint, fileio
 from kraftcore.log.config import LogConfig, INT32_MAX
@@ -189,8 +189,6 @@ class Log:
         if not self._segments:
             self._segments = [Segment.create(self.path, log_start or 0, self.config, now)]
             fileio.sync_dir(self.path)
-        for segment in self._segments[:-1]:
-            segment.rolled = True
         self._bases = [segment.base_offset for segment in self._segments]
         self._leo = self._segments[-1].next_offset
         first_base = self._segments[0].base_offset
@@ -463,7 +461,6 @@ class Log:
                 # the sealed segment stays the active one: the log is unchanged and writable
                 if new is not None:
                     new.delete()
-                old.rolled = False
                 error = _storage_error(exc, f"creating a segment in {self.path}")
                 raise error from exc
             self._segments.append(new)
@@ -516,11 +513,10 @@ class Log:
         with self._lock:
             self._check_writable()
             upto = self._leo
-            segments = [segment for segment in self._segments if not segment.rolled]
+            active = self._segments[-1]  # every earlier segment was synced when sealed
             self._sync_lock.acquire()
         try:
-            for segment in segments:
-                segment.sync()
+            active.sync()
         except OSError as exc:
             self._sync_lock.release()
             error = _storage_error(exc, f"syncing {self.path}")
@@ -623,7 +619,6 @@ class Log:
                     if doomed:
                         fileio.sync_dir(self.path)
                     self._leo = self._segments[index].truncate_to(offset)
-                    self._segments[index].rolled = False
                 except OSError as exc:
                     error = _storage_error(exc, f"truncating {self.path}")
                     self._go_offline(error)

@@ -64,7 +64,6 @@ class Segment:
         self.offset_of_max_timestamp = -1
         self.last_index_timestamp = -1
         self.created_ms = 0
-        self.rolled = False
         self.missing_indexes = ()  # index files `open` had to create
 
     # ------------------------------------------------------------------ files
@@ -269,7 +268,6 @@ class Segment:
             fileio.truncate(self.log_fd, self.size)
             self.file_bytes = self.size
         self.sync(with_indexes=True)
-        self.rolled = True
 
     def truncate_to(self, offset):
         """Drop every batch whose last offset is >= `offset` (a batch holding `offset` goes
