@@ -23,15 +23,17 @@ def pytest_sessionstart(session):
 
 
 def _namespace(name):
-    crc, varint, records, segment = IMPLEMENTATIONS[name]
+    crc, varint, records, segment, protocol = IMPLEMENTATIONS[name]
     return types.SimpleNamespace(
-        name=name, crc32c=crc, varint=varint, records=records, segment=segment
+        name=name, crc32c=crc, varint=varint, records=records, segment=segment,
+        protocol=protocol,
     )
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl(request):
-    """One implementation: .crc32c, .varint, .records and .segment modules, and its .name."""
+    """One implementation: .crc32c, .varint, .records, .segment and .protocol modules, and
+    its .name."""
     return _namespace(request.param)
 
 

@@ -23,24 +23,24 @@ EXTENSION_REQUIRED = _flag("KRAFTCORE_REQUIRE_EXT")
 
 
 def _load_c():
-    from kraftcore._c import crc32c, records, segment, varint
+    from kraftcore._c import crc32c, protocol, records, segment, varint
 
-    return crc32c, varint, records, segment
+    return crc32c, varint, records, segment, protocol
 
 
 def _load_py():
-    from kraftcore._py import crc32c, records, segment, varint
+    from kraftcore._py import crc32c, protocol, records, segment, varint
 
-    return crc32c, varint, records, segment
+    return crc32c, varint, records, segment, protocol
 
 
 EXTENSION_ERROR = None
 if PURE_REQUESTED:
-    _crc, _varint, _records, _segment = _load_py()
+    _crc, _varint, _records, _segment, _protocol = _load_py()
     IMPLEMENTATION = "py"
 else:
     try:
-        _crc, _varint, _records, _segment = _load_c()
+        _crc, _varint, _records, _segment, _protocol = _load_c()
         IMPLEMENTATION = "c"
     except ImportError as exc:
         if EXTENSION_REQUIRED:
@@ -50,7 +50,7 @@ else:
                 f"run on the pure-Python kernels): {exc}"
             ) from exc
         EXTENSION_ERROR = exc
-        _crc, _varint, _records, _segment = _load_py()
+        _crc, _varint, _records, _segment, _protocol = _load_py()
         IMPLEMENTATION = "py"
 
 crc32c = _crc.crc32c
@@ -77,9 +77,16 @@ index_search = _segment.index_search
 check_offset_index = _segment.check_offset_index
 check_time_index = _segment.check_time_index
 
+decode_struct = _protocol.decode_struct
+decode_message = _protocol.decode_message
+encode_struct = _protocol.encode_struct
+decode_metadata_values = _protocol.decode_metadata_values
+encode_metadata_values = _protocol.encode_metadata_values
+
 
 def implementations():
-    """Map of implementation name -> (crc32c, varint, records, segment) modules that load here."""
+    """Map of implementation name -> (crc32c, varint, records, segment, protocol) modules
+    that load here."""
     found = {"py": _load_py()}
     try:
         found["c"] = _load_c()

@@ -5,12 +5,8 @@ class KraftcoreError(Exception):
     """Base class of every error kraftcore raises on purpose."""
 
 
-class CorruptRecordError(KraftcoreError, ValueError):
-    """Bytes that should hold record batches do not: bad CRC, impossible field, truncation.
-
-    `position` is the byte offset, in the buffer that was given, where the problem was found
-    (for a compressed batch, the position of that batch).
-    """
+class _PositionedError(KraftcoreError, ValueError):
+    """Bad bytes found at `position` (a byte offset in the buffer that was given)."""
 
     def __init__(self, message, position=None):
         self.position = position
@@ -21,6 +17,29 @@ class CorruptRecordError(KraftcoreError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.reason, self.position))
+
+
+class CorruptRecordError(_PositionedError):
+    """Bytes that should hold record batches do not: bad CRC, impossible field, truncation.
+
+    `position` is the byte offset, in the buffer that was given, where the problem was found
+    (for a compressed batch, the position of that batch).
+    """
+
+
+class ProtocolError(_PositionedError):
+    """Bytes that should hold a Kafka protocol message, header, frame or metadata record do
+    not: truncated, a length or count out of range, a bad varint, trailing garbage, invalid
+    UTF-8. `position` is the byte offset in the buffer that was given."""
+
+
+class UnsupportedVersionError(KraftcoreError, ValueError):
+    """A message, header or record version outside the range kraftcore knows for it."""
+
+
+class EncodeError(KraftcoreError, ValueError):
+    """A value cannot be encoded: wrong type, out of its field's range, or a non-default
+    value in a field that the chosen version cannot carry. Nothing was written."""
 
 
 class UnsupportedCompressionError(KraftcoreError):

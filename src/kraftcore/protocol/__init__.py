@@ -1,0 +1,1 @@
+"""Kafka's wire protocol: field types, schemas, headers, framing and messages."""

@@ -1,0 +1,332 @@
+"""Declarative message schemas: fields with version ranges, and their compilation into
+programs the codec kernel interprets (`kraftcore._py.protocol` documents the program form).
+
+A schema is written once per message, in Kafka's terms (kafka-facts §1.2, §5, §6):
+
+    VoteRequest = message("VoteRequest", api_key=52, kind="request", valid="0-2",
+                          flexible="0+", fields=[
+        Field("ClusterId", "string", nullable="0+", default=None),
+        Field("VoterId", "int32", versions="1+", default=-1, ignorable=True),
+        Field("Topics", "[]TopicData", fields=[...]),
+    ])
+
+* Field names are Kafka's; the Python attribute is their snake_case form (`ClusterId` ->
+  `cluster_id`) and the JSON name their camelCase form (`clusterId`), as Kafka prints it.
+* Types: bool, int8, int16, int32, int64, uint16, uint32, float64, uuid, string, bytes,
+  records; `[]T` is an array of T; any other name is a struct, whose `fields` are given
+  with its first use (later uses of the same name in the message may omit them).
+* Version ranges are Kafka's: "0+", "1-3", "2", "none".
+* `tag=n` makes the field tagged (in the versions `tagged`, default: all its versions).
+* `ignorable=True` lets a version that lacks the field drop a non-default value; without it,
+  encoding such a value is an `EncodeError`.
+* `flexible="none"` keeps a field's classic encoding inside flexible versions (the client
+  id of request header v2).
+
+Each generated class holds its fields in `__slots__`, takes them as keyword arguments (the
+others get their defaults), compares by value, and keeps unknown tagged fields in
+`_unknown_tags` so that a decode / encode round trip preserves them.
+"""
+
+import re
+
+from kraftcore.errors import EncodeError, UnsupportedVersionError
+from kraftcore._py import protocol as _kernel_spec
+from kraftcore.protocol.uuid import ZERO_UUID, Uuid
+
+K = _kernel_spec
+_SCALARS = {name: K.KINDS[name] for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "uuid",
+    "string", "bytes", "records")}
+_FIXED_BYTES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2,
+                "uint32": 4, "float64": 8, "uuid": 16}
+_TYPE_DEFAULTS = {"bool": False, "float64": 0.0, "uuid": ZERO_UUID, "string": "",
+                  "bytes": b"", "records": None}
+_UNSET = object()
+_NONE = (1, 0)  # an empty version range
+
+
+def parse_versions(text):
+    """Kafka's version range text -> (low, high) inclusive; high None = open; "none" empty."""
+    text = text.strip()
+    if text == "none":
+        return _NONE
+    if text.endswith("+"):
+        return (int(text[:-1]), None)
+    if "-" in text:
+        low, high = text.split("-")
+        return (int(low), int(high))
+    return (int(text), int(text))
+
+
+def in_range(version, versions):
+    low, high = versions
+    return version >= low and (high is None or version <= high)
+
+
+def _snake(name):
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+class Field:
+    """One field of a struct: its name, type, versions and default (see the module doc)."""
+
+    __slots__ = ("name", "attr", "json_name", "type", "element", "versions", "nullable",
+                 "tag", "tagged", "default", "ignorable", "flexible", "fields", "struct")
+
+    def __init__(self, name, type, versions="0+", *, nullable="none", tag=None, tagged=None,
+                 default=_UNSET, ignorable=False, flexible="0+", fields=None):
+        self.name = name
+        self.attr = _snake(name)
+        self.json_name = name[0].lower() + name[1:]
+        self.type = type
+        self.element = type[2:] if type.startswith("[]") else None
+        self.versions = parse_versions(versions)
+        self.nullable = parse_versions(nullable)
+        self.tag = tag
+        self.tagged = parse_versions(tagged) if tagged is not None else self.versions
+        self.ignorable = ignorable
+        self.flexible = parse_versions(flexible)
+        self.fields = fields
+        self.struct = None  # the struct class, for struct and struct-array fields
+        self.default = default
+
+    @property
+    def is_array(self):
+        return self.element is not None
+
+    @property
+    def struct_name(self):
+        base = self.element if self.is_array else self.type
+        return None if base in _SCALARS else base
+
+    def default_value(self):
+        """A fresh default for this field (lists and structs are new objects each time)."""
+        if self.default is not _UNSET:
+            return list(self.default) if isinstance(self.default, list) else self.default
+        if self.is_array:
+            return []
+        if self.struct is not None:
+            return self.struct()
+        return _TYPE_DEFAULTS.get(self.type, 0)
+
+    def __repr__(self):
+        return f"Field({self.name!r}, {self.type!r})"
+
+
+class Struct:
+    """Base of every generated struct class; `_fields` lists its `Field`s in wire order."""
+
+    __slots__ = ("_unknown_tags",)
+    _fields = ()
+    _programs = None
+
+    def __init__(self, **values):
+        for field in self._fields:
+            value = values.pop(field.attr, _UNSET)
+            setattr(self, field.attr, field.default_value() if value is _UNSET else value)
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(values))}; "
+                            f"its fields are {', '.join(f.attr for f in self._fields)}")
+        self._unknown_tags = None
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f.attr) == getattr(other, f.attr) for f in self._fields) and (
+            (self._unknown_tags or None) == (other._unknown_tags or None))
+
+    __hash__ = None
+
+    def __repr__(self):
+        inner = ", ".join(f"{f.attr}={getattr(self, f.attr)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+    def replace(self, **changes):
+        """A copy with some fields changed (nested values are shared, not copied)."""
+        values = {f.attr: getattr(self, f.attr) for f in self._fields}
+        values.update(changes)
+        copy = type(self)(**values)
+        copy._unknown_tags = self._unknown_tags
+        return copy
+
+    @classmethod
+    def program(cls, version):
+        """The kernel program of this struct at `version` (compiled once, then cached)."""
+        prog = cls._programs.get(version)
+        if prog is None:
+            prog = cls._programs[version] = _compile(cls, version)
+        return prog
+
+    def to_json(self, version=None):
+        """A JSON-ready dict in Kafka's style (camelCase names, uuids in base64 text, bytes
+        as base64). With `version`, only the fields that version carries."""
+        return _to_json(self, version)
+
+
+class Message(Struct):
+    """A top-level message: a request, a response, a header or a metadata record."""
+
+    __slots__ = ("_version",)
+    api_key = None
+    kind = None
+    valid_versions = (0, 0)
+    flexible_versions = _NONE
+
+    def __init__(self, **values):
+        super().__init__(**values)
+        self._version = None
+
+    @property
+    def decoded_version(self):
+        """The version this message was decoded from (None when built in Python)."""
+        return getattr(self, "_version", None)
+
+    @classmethod
+    def check_version(cls, version):
+        if not isinstance(version, int) or not in_range(version, cls.valid_versions):
+            low, high = cls.valid_versions
+            raise UnsupportedVersionError(
+                f"{cls.__name__} has versions {low}-{high}, not {version!r}")
+
+    @classmethod
+    def is_flexible(cls, version):
+        return in_range(version, cls.flexible_versions)
+
+    @property
+    def highest_version(self):
+        return self.valid_versions[1]
+
+    def encode(self, version):
+        """This message's body at `version`, as bytes."""
+        from kraftcore import codec
+
+        self.check_version(version)
+        return codec.encode_struct(self.program(version), self)
+
+    @classmethod
+    def decode(cls, buffer, version):
+        """Decode a whole body at `version`; trailing bytes are a `ProtocolError`."""
+        from kraftcore import codec
+
+        cls.check_version(version)
+        obj = codec.decode_message(cls.program(version), buffer)
+        obj._version = version
+        return obj
+
+
+def _compile(cls, version):
+    flexible = cls._flexible_at(version)
+    ops, tagged = [], []
+    min_bytes = 1 if flexible else 0
+    for f in cls._fields:
+        present = in_range(version, f.versions)
+        flags = 0
+        if in_range(version, f.nullable):
+            flags |= K.NULLABLE
+        if flexible and in_range(version, f.flexible):
+            flags |= K.COMPACT
+        if f.ignorable:
+            flags |= K.IGNORABLE
+        default = f.default_value()
+        if isinstance(default, (list, Struct)):
+            flags |= K.FRESH
+            default = f.default_value
+        struct_name = f.struct_name
+        if struct_name is not None:
+            sub = f.struct.program(version)
+            kind = K.ARRAY_STRUCT if f.is_array else K.STRUCT
+        elif f.is_array:
+            sub, kind = _SCALARS[f.element], K.ARRAY
+        else:
+            sub, kind = None, _SCALARS[f.type]
+        is_tagged = f.tag is not None and flexible and in_range(version, f.tagged)
+        if not present:
+            flags |= K.ABSENT
+        op = (f.attr, kind, flags, default, sub, f.tag if is_tagged else -1,
+              f"{cls.__name__}.{f.attr}")
+        if present and is_tagged:
+            tagged.append(op)
+            continue
+        ops.append(op)
+        if present:
+            if kind == K.STRUCT:
+                min_bytes += sub[6]
+            elif f.is_array or f.type in ("bytes", "records"):
+                min_bytes += 1 if flags & K.COMPACT else 4
+            elif f.type == "string":
+                min_bytes += 1 if flags & K.COMPACT else 2
+            else:
+                min_bytes += _FIXED_BYTES[f.type]
+    tagged.sort(key=lambda op: op[5])
+    tagmap = {op[5]: op for op in tagged}
+    return (cls, tuple(ops), tuple(tagged), tagmap, flexible, cls.__name__, min_bytes)
+
+
+def _json_value(value, version):
+    if isinstance(value, Struct):
+        return _to_json(value, version)
+    if isinstance(value, list):
+        return [_json_value(v, version) for v in value]
+    if isinstance(value, Uuid):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        import base64
+
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return value
+
+
+def _to_json(obj, version):
+    out = {}
+    for f in obj._fields:
+        if version is not None and not in_range(version, f.versions):
+            continue
+        out[f.json_name] = _json_value(getattr(obj, f.attr), version)
+    return out
+
+
+def _make_struct(name, fields, base, owner_structs, namespace):
+    for f in fields:
+        struct_name = f.struct_name
+        if struct_name is None:
+            continue
+        if f.fields is not None:
+            if struct_name in owner_structs:
+                raise ValueError(f"struct {struct_name} is defined twice in one message")
+            owner_structs[struct_name] = _make_struct(struct_name, f.fields, Struct,
+                                                      owner_structs, {})
+        elif struct_name not in owner_structs:
+            raise ValueError(f"struct {struct_name} is used before its fields are given")
+        f.struct = owner_structs[struct_name]
+        if f.default is not _UNSET and f.default is not None and not isinstance(f.default, list):
+            raise ValueError(f"{f.name}: a struct field's default is its fields' defaults")
+    attrs = {f.attr for f in fields}
+    if len(attrs) != len(fields):
+        raise ValueError(f"{name} has two fields with one name")
+    body = dict(namespace)
+    body.update({"__slots__": tuple(f.attr for f in fields), "_fields": tuple(fields),
+                 "_programs": {}})
+    return type(name, (base,), body)
+
+
+def message(name, *, fields, api_key=None, kind="data", valid="0", flexible="0+"):
+    """Build the class of a top-level message from its schema (see the module doc)."""
+    structs = {}
+    valid_versions = parse_versions(valid)
+    flexible_versions = parse_versions(flexible)
+    namespace = {"api_key": api_key, "kind": kind, "valid_versions": valid_versions,
+                 "flexible_versions": flexible_versions}
+    cls = _make_struct(name, fields, Message, structs, namespace)
+    for struct_name, struct_cls in structs.items():
+        struct_cls._flexible_at = staticmethod(lambda v, fv=flexible_versions: in_range(v, fv))
+        struct_cls.__qualname__ = f"{name}.{struct_name}"
+        setattr(cls, struct_name, struct_cls)
+    cls._flexible_at = staticmethod(lambda v: in_range(v, flexible_versions))
+    for f in fields:
+        if f.tag is not None and not f.tagged[0] >= flexible_versions[0]:
+            raise ValueError(f"{name}.{f.name} is tagged in a non-flexible version")
+    return cls
+
+
+__all__ = ["Field", "Struct", "Message", "message", "parse_versions", "in_range",
+           "EncodeError"]
