@@ -17,3 +17,7 @@ RECORD_BYTES_MIN = 7
 DECOMPRESSED_BATCH_BYTES_MAX = 128 * 1024 * 1024
 # Inputs at least this large are processed with the GIL released by the native kernels.
 NOGIL_BYTES_MIN = 64 * 1024
+
+# Protocol frames (kafka-facts §6.1): the largest request or response a connection accepts,
+# Kafka's `socket.request.max.bytes` default. A larger size prefix fails the stream.
+FRAME_BYTES_MAX = 100 * 1024 * 1024

@@ -324,13 +324,16 @@ def _write_scalar(out, kind, flags, value, label):
     if kind == STRING:
         if not isinstance(value, str):
             raise EncodeError(f"{label} must be a str, not {type(value).__name__}")
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EncodeError(f"{label} cannot be encoded as UTF-8") from None
         if not flags & COMPACT and len(data) > 0x7FFF:
             raise EncodeError(f"{label} is {len(data)} bytes; a classic string holds 32767")
     else:
         try:
             data = memoryview(value).cast("B")
-        except TypeError:
+        except (TypeError, BufferError):
             raise EncodeError(f"{label} must be bytes-like, not {type(value).__name__}") from None
     if len(data) > 0x7FFFFFFE:
         raise EncodeError(f"{label} is too long ({len(data)} bytes)")

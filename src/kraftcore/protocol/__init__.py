@@ -1,1 +1,12 @@
-"""Kafka's wire protocol: field types, schemas, headers, framing and messages."""
+"""Kafka's wire protocol (kafka-facts §1.2, §6): field types and tagged fields compiled from
+declarative schemas (`schema`), request / response headers and size framing (`framing`),
+the messages of the KRaft RPCs and the client APIs kraftcore serves (`messages`, `apis`),
+and Kafka's error codes (`error_codes`).
+
+Encoding and decoding run in one generic kernel (`kraftcore.codec`'s protocol functions),
+native or pure Python.
+"""
+
+from kraftcore.protocol.uuid import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID, Uuid
+
+__all__ = ["Uuid", "ZERO_UUID", "ONE_UUID", "METADATA_TOPIC_ID"]
