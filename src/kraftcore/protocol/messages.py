@@ -1,0 +1,767 @@
+"""Schemas of the Kafka RPCs kraftcore speaks: the KRaft quorum RPCs, the controller RPCs,
+and the client APIs a KRaft broker/controller serves (kafka-facts §6.2-§6.4).
+
+This module owns the *bodies* of these requests and responses: one `<Name>Request` and one
+`<Name>Response` class per API, written with `kraftcore.protocol.schema.message` in Kafka's
+terms (field names, types, version ranges, tags, defaults and `ignorable` as in Kafka's
+`clients/src/main/resources/common/message/*.json`). Headers and framing are not here.
+
+Nested struct types are named as in Kafka's schemas and hang off their message class
+(`FetchRequest.FetchTopic`, `VoteRequest.PartitionData`, ...). A struct used twice in one
+message (e.g. `DescribeQuorumResponse.ReplicaState`) is given its fields at its first use.
+
+Version ranges are the widest kafka-facts §6.2 gives (e.g. Vote 0-2, Metadata 0-13, Fetch
+0-17 including the versions Kafka 4.0 dropped); `kraftcore.protocol.apis` indexes them by
+API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
+"""
+
+from kraftcore.protocol.schema import Field as F, message
+
+# ------------------------------------------------------------------------------ ApiVersions
+
+ApiVersionsRequest = message(
+    "ApiVersionsRequest", kind="request", api_key=18, valid="0-4", flexible="3+", fields=[
+        F("ClientSoftwareName", "string", "3+", ignorable=True),
+        F("ClientSoftwareVersion", "string", "3+", ignorable=True),
+    ])
+
+ApiVersionsResponse = message(
+    "ApiVersionsResponse", kind="response", api_key=18, valid="0-4", flexible="3+", fields=[
+        F("ErrorCode", "int16"),
+        F("ApiKeys", "[]ApiVersion", fields=[
+            F("ApiKey", "int16"),
+            F("MinVersion", "int16"),
+            F("MaxVersion", "int16"),
+        ]),
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("SupportedFeatures", "[]SupportedFeatureKey", "3+", tag=0, ignorable=True, fields=[
+            F("Name", "string", "3+"),
+            F("MinVersion", "int16", "3+"),
+            F("MaxVersion", "int16", "3+"),
+        ]),
+        F("FinalizedFeaturesEpoch", "int64", "3+", tag=1, default=-1, ignorable=True),
+        F("FinalizedFeatures", "[]FinalizedFeatureKey", "3+", tag=2, ignorable=True, fields=[
+            F("Name", "string", "3+"),
+            F("MaxVersionLevel", "int16", "3+"),
+            F("MinVersionLevel", "int16", "3+"),
+        ]),
+        F("ZkMigrationReady", "bool", "3+", tag=3, default=False, ignorable=True),
+    ])
+
+# ------------------------------------------------------------------------------ Fetch
+
+FetchRequest = message(
+    "FetchRequest", kind="request", api_key=1, valid="0-17", flexible="12+", fields=[
+        F("ClusterId", "string", "12+", nullable="12+", tag=0, default=None, ignorable=True),
+        F("ReplicaId", "int32", "0-14", default=-1),
+        F("ReplicaState", "ReplicaState", "15+", tag=1, fields=[
+            F("ReplicaId", "int32", "15+", default=-1),
+            F("ReplicaEpoch", "int64", "15+", default=-1),
+        ]),
+        F("MaxWaitMs", "int32"),
+        F("MinBytes", "int32"),
+        F("MaxBytes", "int32", "3+", default=0x7fffffff, ignorable=True),
+        F("IsolationLevel", "int8", "4+", default=0, ignorable=True),
+        F("SessionId", "int32", "7+", default=0, ignorable=True),
+        F("SessionEpoch", "int32", "7+", default=-1, ignorable=True),
+        F("Topics", "[]FetchTopic", fields=[
+            F("Topic", "string", "0-12", ignorable=True),
+            F("TopicId", "uuid", "13+", ignorable=True),
+            F("Partitions", "[]FetchPartition", fields=[
+                F("Partition", "int32"),
+                F("CurrentLeaderEpoch", "int32", "9+", default=-1, ignorable=True),
+                F("FetchOffset", "int64"),
+                F("LastFetchedEpoch", "int32", "12+", default=-1),
+                F("LogStartOffset", "int64", "5+", default=-1, ignorable=True),
+                F("PartitionMaxBytes", "int32"),
+                F("ReplicaDirectoryId", "uuid", "17+", tag=0, ignorable=True),
+            ]),
+        ]),
+        F("ForgottenTopicsData", "[]ForgottenTopic", "7+", fields=[
+            F("Topic", "string", "7-12", ignorable=True),
+            F("TopicId", "uuid", "13+", ignorable=True),
+            F("Partitions", "[]int32", "7+"),
+        ]),
+        F("RackId", "string", "11+", default="", ignorable=True),
+    ])
+
+FetchResponse = message(
+    "FetchResponse", kind="response", api_key=1, valid="0-17", flexible="12+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16", "7+", ignorable=True),
+        F("SessionId", "int32", "7+", default=0),
+        F("Responses", "[]FetchableTopicResponse", fields=[
+            F("Topic", "string", "0-12", ignorable=True),
+            F("TopicId", "uuid", "13+", ignorable=True),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("HighWatermark", "int64"),
+                F("LastStableOffset", "int64", "4+", default=-1, ignorable=True),
+                F("LogStartOffset", "int64", "5+", default=-1, ignorable=True),
+                F("DivergingEpoch", "EpochEndOffset", "12+", tag=0, fields=[
+                    F("Epoch", "int32", "12+", default=-1),
+                    F("EndOffset", "int64", "12+", default=-1),
+                ]),
+                F("CurrentLeader", "LeaderIdAndEpoch", "12+", tag=1, fields=[
+                    F("LeaderId", "int32", "12+", default=-1),
+                    F("LeaderEpoch", "int32", "12+", default=-1),
+                ]),
+                F("SnapshotId", "SnapshotId", "12+", tag=2, fields=[
+                    F("EndOffset", "int64", default=-1),
+                    F("Epoch", "int32", default=-1),
+                ]),
+                F("AbortedTransactions", "[]AbortedTransaction", "4+", nullable="4+",
+                  ignorable=True, fields=[
+                    F("ProducerId", "int64", "4+"),
+                    F("FirstOffset", "int64", "4+"),
+                ]),
+                F("PreferredReadReplica", "int32", "11+", default=-1),
+                F("Records", "records", nullable="0+"),
+            ]),
+        ]),
+        F("NodeEndpoints", "[]NodeEndpoint", "16+", tag=0, fields=[
+            F("NodeId", "int32", "16+"),
+            F("Host", "string", "16+"),
+            F("Port", "int32", "16+"),
+            F("Rack", "string", "16+", nullable="16+", default=None),
+        ]),
+    ])
+
+# ------------------------------------------------------------------------------ KRaft RPCs
+
+VoteRequest = message(
+    "VoteRequest", kind="request", api_key=52, valid="0-2", flexible="0+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("VoterId", "int32", "1+", default=-1, ignorable=True),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ReplicaEpoch", "int32"),
+                F("ReplicaId", "int32"),
+                F("ReplicaDirectoryId", "uuid", "1+", ignorable=True),
+                F("VoterDirectoryId", "uuid", "1+", ignorable=True),
+                F("LastOffsetEpoch", "int32"),
+                F("LastOffset", "int64"),
+                F("PreVote", "bool", "2+"),
+            ]),
+        ]),
+    ])
+
+VoteResponse = message(
+    "VoteResponse", kind="response", api_key=52, valid="0-2", flexible="0+", fields=[
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+                F("VoteGranted", "bool"),
+            ]),
+        ]),
+        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
+            F("NodeId", "int32", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+BeginQuorumEpochRequest = message(
+    "BeginQuorumEpochRequest", kind="request", api_key=53, valid="0-1", flexible="1+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("VoterId", "int32", "1+", default=-1, ignorable=True),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("VoterDirectoryId", "uuid", "1+", ignorable=True),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+            ]),
+        ]),
+        F("LeaderEndpoints", "[]LeaderEndpoint", "1+", ignorable=True, fields=[
+            F("Name", "string", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+BeginQuorumEpochResponse = message(
+    "BeginQuorumEpochResponse", kind="response", api_key=53, valid="0-1", flexible="1+", fields=[
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+            ]),
+        ]),
+        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
+            F("NodeId", "int32", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+EndQuorumEpochRequest = message(
+    "EndQuorumEpochRequest", kind="request", api_key=54, valid="0-1", flexible="1+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+                F("PreferredSuccessors", "[]int32", "0", ignorable=True),
+                F("PreferredCandidates", "[]ReplicaInfo", "1+", ignorable=True, fields=[
+                    F("CandidateId", "int32", "1+"),
+                    F("CandidateDirectoryId", "uuid", "1+"),
+                ]),
+            ]),
+        ]),
+        F("LeaderEndpoints", "[]LeaderEndpoint", "1+", ignorable=True, fields=[
+            F("Name", "string", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+EndQuorumEpochResponse = message(
+    "EndQuorumEpochResponse", kind="response", api_key=54, valid="0-1", flexible="1+", fields=[
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+            ]),
+        ]),
+        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
+            F("NodeId", "int32", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+FetchSnapshotRequest = message(
+    "FetchSnapshotRequest", kind="request", api_key=59, valid="0-1", flexible="0+", fields=[
+        F("ClusterId", "string", nullable="0+", tag=0, default=None),
+        F("ReplicaId", "int32", default=-1),
+        F("MaxBytes", "int32", default=0x7FFFFFFF),
+        F("Topics", "[]TopicSnapshot", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]PartitionSnapshot", fields=[
+                F("Partition", "int32"),
+                F("CurrentLeaderEpoch", "int32"),
+                F("SnapshotId", "SnapshotId", fields=[
+                    F("EndOffset", "int64"),
+                    F("Epoch", "int32"),
+                ]),
+                F("Position", "int64"),
+                F("ReplicaDirectoryId", "uuid", "1+", tag=0),
+            ]),
+        ]),
+    ])
+
+FetchSnapshotResponse = message(
+    "FetchSnapshotResponse", kind="response", api_key=59, valid="0-1", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicSnapshot", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]PartitionSnapshot", fields=[
+                F("Index", "int32"),
+                F("ErrorCode", "int16"),
+                F("SnapshotId", "SnapshotId", fields=[
+                    F("EndOffset", "int64"),
+                    F("Epoch", "int32"),
+                ]),
+                F("CurrentLeader", "LeaderIdAndEpoch", tag=0, fields=[
+                    F("LeaderId", "int32"),
+                    F("LeaderEpoch", "int32"),
+                ]),
+                F("Size", "int64"),
+                F("Position", "int64"),
+                # Kafka's default for records is null, but the field is not nullable.
+                F("UnalignedRecords", "records", default=b""),
+            ]),
+        ]),
+        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
+            F("NodeId", "int32", "1+"),
+            F("Host", "string", "1+"),
+            F("Port", "uint16", "1+"),
+        ]),
+    ])
+
+AddRaftVoterRequest = message(
+    "AddRaftVoterRequest", kind="request", api_key=80, valid="0", flexible="0+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("TimeoutMs", "int32"),
+        F("VoterId", "int32"),
+        F("VoterDirectoryId", "uuid"),
+        F("Listeners", "[]Listener", fields=[
+            F("Name", "string"),
+            F("Host", "string"),
+            F("Port", "uint16"),
+        ]),
+    ])
+
+AddRaftVoterResponse = message(
+    "AddRaftVoterResponse", kind="response", api_key=80, valid="0", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None, ignorable=True),
+    ])
+
+RemoveRaftVoterRequest = message(
+    "RemoveRaftVoterRequest", kind="request", api_key=81, valid="0", flexible="0+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("VoterId", "int32"),
+        F("VoterDirectoryId", "uuid"),
+    ])
+
+RemoveRaftVoterResponse = message(
+    "RemoveRaftVoterResponse", kind="response", api_key=81, valid="0", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None, ignorable=True),
+    ])
+
+UpdateRaftVoterRequest = message(
+    "UpdateRaftVoterRequest", kind="request", api_key=82, valid="0", flexible="0+", fields=[
+        F("ClusterId", "string", nullable="0+", default=None),
+        F("CurrentLeaderEpoch", "int32"),
+        F("VoterId", "int32"),
+        F("VoterDirectoryId", "uuid"),
+        F("Listeners", "[]Listener", fields=[
+            F("Name", "string"),
+            F("Host", "string"),
+            F("Port", "uint16"),
+        ]),
+        F("KRaftVersionFeature", "KRaftVersionFeature", fields=[
+            F("MinSupportedVersion", "int16"),
+            F("MaxSupportedVersion", "int16"),
+        ]),
+    ])
+
+UpdateRaftVoterResponse = message(
+    "UpdateRaftVoterResponse", kind="response", api_key=82, valid="0", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("CurrentLeader", "CurrentLeader", tag=0, fields=[
+            F("LeaderId", "int32", default=-1),
+            F("LeaderEpoch", "int32", default=-1),
+            F("Host", "string"),
+            F("Port", "int32"),
+        ]),
+    ])
+
+# ------------------------------------------------------------------------------ controller RPCs
+
+BrokerRegistrationRequest = message(
+    "BrokerRegistrationRequest", kind="request", api_key=62, valid="0-4", flexible="0+", fields=[
+        F("BrokerId", "int32"),
+        F("ClusterId", "string"),
+        F("IncarnationId", "uuid"),
+        F("Listeners", "[]Listener", fields=[
+            F("Name", "string"),
+            F("Host", "string"),
+            F("Port", "uint16"),
+            F("SecurityProtocol", "int16"),
+        ]),
+        F("Features", "[]Feature", fields=[
+            F("Name", "string"),
+            F("MinSupportedVersion", "int16"),
+            F("MaxSupportedVersion", "int16"),
+        ]),
+        F("Rack", "string", nullable="0+"),
+        F("IsMigratingZkBroker", "bool", "1+", default=False),
+        F("LogDirs", "[]uuid", "2+"),
+        F("PreviousBrokerEpoch", "int64", "3+", default=-1, ignorable=True),
+    ])
+
+BrokerRegistrationResponse = message(
+    "BrokerRegistrationResponse", kind="response", api_key=62, valid="0-4", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("BrokerEpoch", "int64", default=-1),
+    ])
+
+BrokerHeartbeatRequest = message(
+    "BrokerHeartbeatRequest", kind="request", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("BrokerId", "int32"),
+        F("BrokerEpoch", "int64", default=-1),
+        F("CurrentMetadataOffset", "int64"),
+        F("WantFence", "bool"),
+        F("WantShutDown", "bool"),
+        F("OfflineLogDirs", "[]uuid", "1+", tag=0),
+    ])
+
+BrokerHeartbeatResponse = message(
+    "BrokerHeartbeatResponse", kind="response", api_key=63, valid="0-1", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("IsCaughtUp", "bool", default=False),
+        F("IsFenced", "bool", default=True),
+        F("ShouldShutDown", "bool"),
+    ])
+
+UnregisterBrokerRequest = message(
+    "UnregisterBrokerRequest", kind="request", api_key=64, valid="0", flexible="0+", fields=[
+        F("BrokerId", "int32"),
+    ])
+
+UnregisterBrokerResponse = message(
+    "UnregisterBrokerResponse", kind="response", api_key=64, valid="0", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+    ])
+
+ControllerRegistrationRequest = message(
+    "ControllerRegistrationRequest", kind="request", api_key=70, valid="0", flexible="0+",
+    fields=[
+        F("ControllerId", "int32"),
+        F("IncarnationId", "uuid"),
+        F("ZkMigrationReady", "bool"),
+        F("Listeners", "[]Listener", fields=[
+            F("Name", "string"),
+            F("Host", "string"),
+            F("Port", "uint16"),
+            F("SecurityProtocol", "int16"),
+        ]),
+        F("Features", "[]Feature", fields=[
+            F("Name", "string"),
+            F("MinSupportedVersion", "int16"),
+            F("MaxSupportedVersion", "int16"),
+        ]),
+    ])
+
+ControllerRegistrationResponse = message(
+    "ControllerRegistrationResponse", kind="response", api_key=70, valid="0", flexible="0+",
+    fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+    ])
+
+AlterPartitionRequest = message(
+    "AlterPartitionRequest", kind="request", api_key=56, valid="0-3", flexible="0+", fields=[
+        F("BrokerId", "int32"),
+        F("BrokerEpoch", "int64", default=-1),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string", "0-1", ignorable=True),
+            F("TopicId", "uuid", "2+", ignorable=True),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("LeaderEpoch", "int32"),
+                F("NewIsr", "[]int32", "0-2"),
+                F("NewIsrWithEpochs", "[]BrokerState", "3+", fields=[
+                    F("BrokerId", "int32", "3+"),
+                    F("BrokerEpoch", "int64", "3+", default=-1),
+                ]),
+                F("LeaderRecoveryState", "int8", "1+", default=0),
+                F("PartitionEpoch", "int32"),
+            ]),
+        ]),
+    ])
+
+AlterPartitionResponse = message(
+    "AlterPartitionResponse", kind="response", api_key=56, valid="0-3", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string", "0-1", ignorable=True),
+            F("TopicId", "uuid", "2+", ignorable=True),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+                F("Isr", "[]int32"),
+                F("LeaderRecoveryState", "int8", "1+", default=0),
+                F("PartitionEpoch", "int32"),
+            ]),
+        ]),
+    ])
+
+# ------------------------------------------------------------------------------ DescribeQuorum
+
+DescribeQuorumRequest = message(
+    "DescribeQuorumRequest", kind="request", api_key=55, valid="0-2", flexible="0+", fields=[
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+            ]),
+        ]),
+    ])
+
+DescribeQuorumResponse = message(
+    "DescribeQuorumResponse", kind="response", api_key=55, valid="0-2", flexible="0+", fields=[
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", "2+", nullable="2+", ignorable=True),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("ErrorMessage", "string", "2+", nullable="2+", ignorable=True),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+                F("HighWatermark", "int64"),
+                F("CurrentVoters", "[]ReplicaState", fields=[
+                    F("ReplicaId", "int32"),
+                    F("ReplicaDirectoryId", "uuid", "2+"),
+                    F("LogEndOffset", "int64"),
+                    F("LastFetchTimestamp", "int64", "1+", default=-1, ignorable=True),
+                    F("LastCaughtUpTimestamp", "int64", "1+", default=-1, ignorable=True),
+                ]),
+                F("Observers", "[]ReplicaState"),
+            ]),
+        ]),
+        F("Nodes", "[]Node", "2+", fields=[
+            F("NodeId", "int32", "2+"),
+            F("Listeners", "[]Listener", "2+", fields=[
+                F("Name", "string", "2+"),
+                F("Host", "string", "2+"),
+                F("Port", "uint16", "2+"),
+            ]),
+        ]),
+    ])
+
+# ------------------------------------------------------------------------------ client / admin APIs
+
+MetadataRequest = message(
+    "MetadataRequest", kind="request", api_key=3, valid="0-13", flexible="9+", fields=[
+        F("Topics", "[]MetadataRequestTopic", nullable="1+", fields=[
+            F("TopicId", "uuid", "10+", ignorable=True),
+            F("Name", "string", nullable="10+"),
+        ]),
+        F("AllowAutoTopicCreation", "bool", "4+", default=True),
+        F("IncludeClusterAuthorizedOperations", "bool", "8-10"),
+        F("IncludeTopicAuthorizedOperations", "bool", "8+"),
+    ])
+
+MetadataResponse = message(
+    "MetadataResponse", kind="response", api_key=3, valid="0-13", flexible="9+", fields=[
+        F("ThrottleTimeMs", "int32", "3+", ignorable=True),
+        F("Brokers", "[]MetadataResponseBroker", fields=[
+            F("NodeId", "int32"),
+            F("Host", "string"),
+            F("Port", "int32"),
+            F("Rack", "string", "1+", nullable="1+", default=None, ignorable=True),
+        ]),
+        F("ClusterId", "string", "2+", nullable="2+", default=None, ignorable=True),
+        F("ControllerId", "int32", "1+", default=-1, ignorable=True),
+        F("Topics", "[]MetadataResponseTopic", fields=[
+            F("ErrorCode", "int16"),
+            F("Name", "string", nullable="12+"),
+            F("TopicId", "uuid", "10+", ignorable=True),
+            F("IsInternal", "bool", "1+", default=False, ignorable=True),
+            F("Partitions", "[]MetadataResponsePartition", fields=[
+                F("ErrorCode", "int16"),
+                F("PartitionIndex", "int32"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32", "7+", default=-1, ignorable=True),
+                F("ReplicaNodes", "[]int32"),
+                F("IsrNodes", "[]int32"),
+                F("OfflineReplicas", "[]int32", "5+", ignorable=True),
+            ]),
+            F("TopicAuthorizedOperations", "int32", "8+", default=-2147483648),
+        ]),
+        F("ClusterAuthorizedOperations", "int32", "8-10", default=-2147483648),
+        F("ErrorCode", "int16", "13+", ignorable=True),
+    ])
+
+CreateTopicsRequest = message(
+    "CreateTopicsRequest", kind="request", api_key=19, valid="0-7", flexible="5+", fields=[
+        F("Topics", "[]CreatableTopic", fields=[
+            F("Name", "string"),
+            F("NumPartitions", "int32"),
+            F("ReplicationFactor", "int16"),
+            F("Assignments", "[]CreatableReplicaAssignment", fields=[
+                F("PartitionIndex", "int32"),
+                F("BrokerIds", "[]int32"),
+            ]),
+            F("Configs", "[]CreatableTopicConfig", fields=[
+                F("Name", "string"),
+                F("Value", "string", nullable="0+"),
+            ]),
+        ]),
+        F("timeoutMs", "int32", default=60000),
+        F("validateOnly", "bool", "1+", default=False),
+    ])
+
+CreateTopicsResponse = message(
+    "CreateTopicsResponse", kind="response", api_key=19, valid="0-7", flexible="5+", fields=[
+        F("ThrottleTimeMs", "int32", "2+", ignorable=True),
+        F("Topics", "[]CreatableTopicResult", fields=[
+            F("Name", "string"),
+            F("TopicId", "uuid", "7+", ignorable=True),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", "1+", nullable="0+", ignorable=True),
+            F("TopicConfigErrorCode", "int16", "5+", tag=0, ignorable=True),
+            F("NumPartitions", "int32", "5+", default=-1, ignorable=True),
+            F("ReplicationFactor", "int16", "5+", default=-1, ignorable=True),
+            F("Configs", "[]CreatableTopicConfigs", "5+", nullable="5+", ignorable=True, fields=[
+                F("Name", "string", "5+"),
+                F("Value", "string", "5+", nullable="5+"),
+                F("ReadOnly", "bool", "5+"),
+                F("ConfigSource", "int8", "5+", default=-1, ignorable=True),
+                F("IsSensitive", "bool", "5+"),
+            ]),
+        ]),
+    ])
+
+DeleteTopicsRequest = message(
+    "DeleteTopicsRequest", kind="request", api_key=20, valid="0-6", flexible="4+", fields=[
+        F("Topics", "[]DeleteTopicState", "6+", fields=[
+            F("Name", "string", "6+", nullable="6+", default=None),
+            F("TopicId", "uuid", "6+"),
+        ]),
+        F("TopicNames", "[]string", "0-5", ignorable=True),
+        F("TimeoutMs", "int32"),
+    ])
+
+DeleteTopicsResponse = message(
+    "DeleteTopicsResponse", kind="response", api_key=20, valid="0-6", flexible="4+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("Responses", "[]DeletableTopicResult", fields=[
+            F("Name", "string", nullable="6+"),
+            F("TopicId", "uuid", "6+", ignorable=True),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", "5+", nullable="5+", default=None, ignorable=True),
+        ]),
+    ])
+
+CreatePartitionsRequest = message(
+    "CreatePartitionsRequest", kind="request", api_key=37, valid="0-3", flexible="2+", fields=[
+        F("Topics", "[]CreatePartitionsTopic", fields=[
+            F("Name", "string"),
+            F("Count", "int32"),
+            F("Assignments", "[]CreatePartitionsAssignment", nullable="0+", fields=[
+                F("BrokerIds", "[]int32"),
+            ]),
+        ]),
+        F("TimeoutMs", "int32"),
+        F("ValidateOnly", "bool"),
+    ])
+
+CreatePartitionsResponse = message(
+    "CreatePartitionsResponse", kind="response", api_key=37, valid="0-3", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Results", "[]CreatePartitionsTopicResult", fields=[
+            F("Name", "string"),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+        ]),
+    ])
+
+IncrementalAlterConfigsRequest = message(
+    "IncrementalAlterConfigsRequest", kind="request", api_key=44, valid="0-1", flexible="1+",
+    fields=[
+        F("Resources", "[]AlterConfigsResource", fields=[
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+            F("Configs", "[]AlterableConfig", fields=[
+                F("Name", "string"),
+                F("ConfigOperation", "int8"),
+                F("Value", "string", nullable="0+"),
+            ]),
+        ]),
+        F("ValidateOnly", "bool"),
+    ])
+
+IncrementalAlterConfigsResponse = message(
+    "IncrementalAlterConfigsResponse", kind="response", api_key=44, valid="0-1", flexible="1+",
+    fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Responses", "[]AlterConfigsResourceResponse", fields=[
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+"),
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+        ]),
+    ])
+
+ElectLeadersRequest = message(
+    "ElectLeadersRequest", kind="request", api_key=43, valid="0-2", flexible="2+", fields=[
+        F("ElectionType", "int8", "1+"),
+        F("TopicPartitions", "[]TopicPartitions", nullable="0+", fields=[
+            F("Topic", "string"),
+            F("Partitions", "[]int32"),
+        ]),
+        F("TimeoutMs", "int32", default=60000),
+    ])
+
+ElectLeadersResponse = message(
+    "ElectLeadersResponse", kind="response", api_key=43, valid="0-2", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16", "1+"),
+        F("ReplicaElectionResults", "[]ReplicaElectionResult", fields=[
+            F("Topic", "string"),
+            F("PartitionResult", "[]PartitionResult", fields=[
+                F("PartitionId", "int32"),
+                F("ErrorCode", "int16"),
+                F("ErrorMessage", "string", nullable="0+"),
+            ]),
+        ]),
+    ])
+
+DescribeClusterRequest = message(
+    "DescribeClusterRequest", kind="request", api_key=60, valid="0-2", flexible="0+", fields=[
+        F("IncludeClusterAuthorizedOperations", "bool"),
+        F("EndpointType", "int8", "1+", default=1),
+        F("IncludeFencedBrokers", "bool", "2+"),
+    ])
+
+DescribeClusterResponse = message(
+    "DescribeClusterResponse", kind="response", api_key=60, valid="0-2", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+        F("EndpointType", "int8", "1+", default=1),
+        F("ClusterId", "string"),
+        F("ControllerId", "int32", default=-1),
+        F("Brokers", "[]DescribeClusterBroker", fields=[
+            F("BrokerId", "int32"),
+            F("Host", "string"),
+            F("Port", "int32"),
+            F("Rack", "string", nullable="0+", default=None),
+            F("IsFenced", "bool", "2+"),
+        ]),
+        F("ClusterAuthorizedOperations", "int32", default=-2147483648),
+    ])
+
+REQUESTS = (
+    ApiVersionsRequest, FetchRequest, MetadataRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    CreatePartitionsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
+    VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, DescribeQuorumRequest,
+    AlterPartitionRequest, FetchSnapshotRequest, DescribeClusterRequest,
+    BrokerRegistrationRequest, BrokerHeartbeatRequest, UnregisterBrokerRequest,
+    ControllerRegistrationRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
+)
+RESPONSES = (
+    ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
+    DeleteTopicsResponse, CreatePartitionsResponse, ElectLeadersResponse,
+    IncrementalAlterConfigsResponse, VoteResponse, BeginQuorumEpochResponse,
+    EndQuorumEpochResponse, DescribeQuorumResponse, AlterPartitionResponse,
+    FetchSnapshotResponse, DescribeClusterResponse, BrokerRegistrationResponse,
+    BrokerHeartbeatResponse, UnregisterBrokerResponse, ControllerRegistrationResponse,
+    AddRaftVoterResponse, RemoveRaftVoterResponse, UpdateRaftVoterResponse,
+)
+
+__all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES"]
+
+for _cls in REQUESTS + RESPONSES:  # built by schema.message(); they live here
+    _cls.__module__ = __name__
+del _cls
