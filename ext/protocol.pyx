@@ -7,6 +7,8 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.ref cimport PyObject
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
@@ -19,6 +21,43 @@ from kraftcore.protocol.uuid import Uuid
 from kraftcore._py.protocol import EMPTY_ELEMENTS_MAX as _EMPTY_MAX, FRAME_VERSION as _FRAME
 
 cdef extern from "Python.h":
+    """
+    /* Direct access to a __slots__ field through its member descriptor: the offset CPython's
+     * own member get/set use. Only for T_OBJECT_EX members of a type `obj` is an instance of.
+     */
+    #include <structmember.h>
+    static inline Py_ssize_t kc_slot_offset(PyObject *descr, PyObject *obj) {
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        PyMemberDescrObject *d = (PyMemberDescrObject *)descr;
+        if (d->d_member->type != T_OBJECT_EX || (d->d_member->flags & READONLY)) return -1;
+        if (Py_TYPE(obj) != d->d_common.d_type && !PyType_IsSubtype(Py_TYPE(obj), d->d_common.d_type))
+            return -1;
+        return d->d_member->offset;
+    }
+    static inline void kc_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        PyObject **p = (PyObject **)((char *)obj + offset);
+        PyObject *old = *p;
+        Py_INCREF(value);
+        *p = value;
+        Py_XDECREF(old);
+    }
+    static inline PyObject *kc_slot_get(PyObject *obj, Py_ssize_t offset) {
+        return *(PyObject **)((char *)obj + offset);  /* borrowed; NULL when unset */
+    }
+    /* A new instance of a plain class (object's tp_new): allocation without __new__ or
+     * __init__; the decoder then sets every slot. */
+    static inline PyObject *kc_new_instance(PyObject *cls) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        if (t->tp_new == PyBaseObject_Type.tp_new) return t->tp_alloc(t, 0);
+        return PyObject_CallMethod(cls, "__new__", "O", cls);
+    }
+    """
+    Py_ssize_t kc_slot_offset(object descr, object obj)
+    void kc_slot_set(object obj, Py_ssize_t offset, object value)
+    PyObject *kc_slot_get(object obj, Py_ssize_t offset)
+    object kc_new_instance(object cls)
+    int PyGC_Disable()
+    int PyGC_Enable()
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     object PyObject_GetAttr(object o, object name)
     int PyObject_SetAttr(object o, object name, object v) except -1
@@ -81,24 +120,36 @@ cdef inline int _min_bytes(int kind):
 
 @cython.final
 cdef class _In:
-    """The input of one decode: the exported buffer, and a memoryview for RECORDS slices."""
+    """The input of a decode: the bytes (exported when not a `bytes` object), and a
+    memoryview made on first need for RECORDS slices."""
     cdef Py_buffer view
     cdef bint held
     cdef const uint8_t *data
+    cdef Py_ssize_t size
     cdef object owner
     cdef object mv
 
     cdef int open(self, object buffer) except -1:
-        PyObject_GetBuffer(buffer, &self.view, PyBUF_SIMPLE)
-        self.held = True
-        self.data = <const uint8_t *>self.view.buf
+        self.close()
+        self.mv = None
         self.owner = buffer
+        if PyBytes_CheckExact(buffer):
+            self.data = <const uint8_t *>PyBytes_AS_STRING(buffer)
+            self.size = PyBytes_GET_SIZE(buffer)
+        else:
+            PyObject_GetBuffer(buffer, &self.view, PyBUF_SIMPLE)
+            self.held = True
+            self.data = <const uint8_t *>self.view.buf
+            self.size = self.view.len
         return 0
 
-    def __dealloc__(self):
+    cdef void close(self):
         if self.held:
             PyBuffer_Release(&self.view)
             self.held = False
+
+    def __dealloc__(self):
+        self.close()
 
     cdef object records(self, Py_ssize_t pos, Py_ssize_t n):
         if self.mv is None:
@@ -157,8 +208,7 @@ cdef object _read_scalar(_In c, Py_ssize_t *pp, Py_ssize_t end, int kind, int fl
         bits = kc_get_be64(d + _take(pp, end, 8, label))
         return (<double *>&bits)[0]
     if kind == UUID:
-        pos = _take(pp, end, 16, label)
-        return Uuid(PyBytes_FromStringAndSize(<const char *>d + pos, 16))
+        return _uuid(d + _take(pp, end, 16, label))
     start = pp[0]
     n = _length(d, pp, end, flags & COMPACT, kind != STRING, label)
     if n < -1:
@@ -220,17 +270,63 @@ cdef object _read_field(_In c, Py_ssize_t *pp, Py_ssize_t end, tuple op):
 
 cdef inline object _default(tuple op):
     cdef int flags = op[2]
+    cdef int kind
     if flags & FRESH:
+        kind = op[1]
+        if kind >= ARRAY:
+            return []
         return op[3]()
     return op[3]
 
 
+cdef inline bint _is_default(tuple op, object value) except -1:
+    cdef int flags = op[2]
+    cdef int kind = op[1]
+    if flags & FRESH and kind >= ARRAY:
+        return isinstance(value, list) and len(value) == 0
+    return value == _default(op)
+
+
+cdef inline int _set(object obj, tuple op, object value) except -1:
+    cdef Py_ssize_t offset = kc_slot_offset(op[7], obj)
+    if offset < 0:
+        PyObject_SetAttr(obj, op[0], value)
+    else:
+        kc_slot_set(obj, offset, value)
+    return 0
+
+
+cdef inline object _get(object obj, tuple op):
+    cdef Py_ssize_t offset = kc_slot_offset(op[7], obj)
+    cdef PyObject *value
+    if offset >= 0:
+        value = kc_slot_get(obj, offset)
+        if value != NULL:
+            return <object>value
+    return PyObject_GetAttr(obj, op[0])
+
+
+# Decoded uuids, shared: metadata logs repeat the same topic and directory ids many times.
+cdef dict _uuids = {}
+cdef Py_ssize_t UUIDS_MAX = 1 << 16
+
+
+cdef object _uuid(const uint8_t *p):
+    key = PyBytes_FromStringAndSize(<const char *>p, 16)
+    found = _uuids.get(key)
+    if found is not None:
+        return found
+    if len(_uuids) >= UUIDS_MAX:
+        _uuids.clear()
+    value = _uuids[key] = Uuid(key)
+    return value
+
+
 cdef object _read_struct(_In c, Py_ssize_t *pp, Py_ssize_t end, tuple prog):
-    cdef type cls = prog[0]
     cdef tuple ops = prog[1]
     cdef tuple op
     cdef int flags
-    cdef object obj = cls.__new__(cls)
+    cdef object obj = kc_new_instance(prog[0])
     cdef object unknown = None
     cdef uint32_t count, j, tag, size
     cdef Py_ssize_t tag_pos, start, inner
@@ -238,12 +334,12 @@ cdef object _read_struct(_In c, Py_ssize_t *pp, Py_ssize_t end, tuple prog):
     for op in ops:
         flags = op[2]
         if flags & ABSENT:
-            PyObject_SetAttr(obj, op[0], _default(op))
+            _set(obj, op, _default(op))
         else:
-            PyObject_SetAttr(obj, op[0], _read_field(c, pp, end, op))
+            _set(obj, op, _read_field(c, pp, end, op))
     if prog[4]:
         for op in <tuple>prog[2]:
-            PyObject_SetAttr(obj, op[0], _default(op))
+            _set(obj, op, _default(op))
         tagmap = prog[3]
         count = _uvarint(c.data, pp, end, "tagged field count")
         for j in range(count):
@@ -259,7 +355,7 @@ cdef object _read_struct(_In c, Py_ssize_t *pp, Py_ssize_t end, tuple prog):
                 continue
             op = found
             inner = start
-            PyObject_SetAttr(obj, op[0], _read_field(c, &inner, start + size, op))
+            _set(obj, op, _read_field(c, &inner, start + size, op))
             if inner != start + size:
                 raise ProtocolError(
                     f"tagged field {op[6]} (tag {tag}) has {size} bytes but its value "
@@ -272,9 +368,9 @@ def decode_struct(tuple prog, buffer, Py_ssize_t pos=0, end=None):
     """Decode one struct of program `prog` from `buffer[pos:end]`. Returns (obj, next_pos)."""
     cdef _In c = _In()
     c.open(buffer)
-    cdef Py_ssize_t stop = c.view.len if end is None else end
-    if not (0 <= pos <= stop <= c.view.len):
-        raise ValueError(f"bad range [{pos}, {stop}) for a buffer of {c.view.len} bytes")
+    cdef Py_ssize_t stop = c.size if end is None else end
+    if not (0 <= pos <= stop <= c.size):
+        raise ValueError(f"bad range [{pos}, {stop}) for a buffer of {c.size} bytes")
     obj = _read_struct(c, &pos, stop, prog)
     return obj, pos
 
@@ -283,7 +379,7 @@ def decode_message(tuple prog, buffer, Py_ssize_t pos=0):
     """Decode a whole message body: the struct must end exactly at the end of `buffer`."""
     cdef _In c = _In()
     c.open(buffer)
-    cdef Py_ssize_t size = c.view.len
+    cdef Py_ssize_t size = c.size
     if not 0 <= pos <= size:
         raise ValueError(f"bad range [{pos}, {size}) for a buffer of {size} bytes")
     obj = _read_struct(c, &pos, size, prog)
@@ -304,10 +400,9 @@ cdef tuple _program_for(list table, uint32_t api_key, uint32_t version, Py_ssize
     return prog
 
 
-cdef tuple _decode_value(object value, list table):
-    cdef _In c = _In()
+cdef tuple _decode_value(_In c, object value, list table):
     c.open(value)
-    cdef Py_ssize_t pos = 0, end = c.view.len
+    cdef Py_ssize_t pos = 0, end = c.size
     cdef uint32_t frame, api_key, version
     frame = _uvarint(c.data, &pos, end, "frame version")
     if frame != _FRAME:
@@ -328,14 +423,22 @@ def decode_metadata_values(values, list table):
     Returns a list of `(record, version)`; see the pure-Python twin for the rules."""
     cdef list out = []
     cdef Py_ssize_t i = 0
-    for value in values:
-        if value is None:
-            raise ProtocolError(f"metadata record {i} has a null value", 0)
-        try:
-            out.append(_decode_value(value, table))
-        except ProtocolError as exc:
-            raise ProtocolError(f"metadata record {i}: {exc.reason}", exc.position) from None
-        i += 1
+    cdef _In c = _In()
+    # The records made here form no reference cycles: the cyclic collector is paused while
+    # they are built, so it walks them once afterwards instead of on every 700 allocations.
+    cdef int collecting = PyGC_Disable()
+    try:
+        for value in values:
+            if value is None:
+                raise ProtocolError(f"metadata record {i} has a null value", 0)
+            try:
+                out.append(_decode_value(c, value, table))
+            except ProtocolError as exc:
+                raise ProtocolError(f"metadata record {i}: {exc.reason}", exc.position) from None
+            i += 1
+    finally:
+        if collecting:
+            PyGC_Enable()
     return out
 
 
@@ -531,10 +634,10 @@ cdef int _write_struct(_Out out, tuple prog, object obj) except -1:
     cdef list fields
     cdef _Out data
     for op in <tuple>prog[1]:
-        value = PyObject_GetAttr(obj, op[0])
+        value = _get(obj, op)
         flags = op[2]
         if flags & ABSENT:
-            if not flags & IGNORABLE and value != _default(op):
+            if not flags & IGNORABLE and not _is_default(op, value):
                 raise EncodeError(
                     f"{op[6]} = {value!r} cannot be written at this version of {prog[5]}")
             continue
@@ -543,8 +646,8 @@ cdef int _write_struct(_Out out, tuple prog, object obj) except -1:
         return 0
     fields = []
     for op in <tuple>prog[2]:
-        value = PyObject_GetAttr(obj, op[0])
-        if value != _default(op):
+        value = _get(obj, op)
+        if not _is_default(op, value):
             data = _Out()
             _write_field(data, op, value)
             fields.append((op[5], data.take()))
@@ -568,6 +671,8 @@ def _first(item):
 
 def encode_struct(tuple prog, obj):
     """Encode `obj` (an instance of `prog`'s class) with program `prog`. Returns bytes."""
+    if not isinstance(obj, prog[0]):
+        raise EncodeError(f"{prog[5]} cannot encode a {type(obj).__name__}")
     cdef _Out out = _Out()
     _write_struct(out, prog, obj)
     return out.take()

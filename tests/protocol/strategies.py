@@ -41,7 +41,7 @@ def _scalar(kind, nullable):
 
 
 def _field(op):
-    attr, kind, flags, default, sub, tag, label = op
+    attr, kind, flags, default, sub, tag, label, slot = op
     nullable = bool(flags & K.NULLABLE)
     if kind == K.STRUCT:
         value = instance_of(sub)

@@ -6,7 +6,8 @@ any particular message.
 
 A program is a tuple `(cls, ops, tagged, tagmap, flexible, name, min_bytes)`:
 
-* `cls` is the struct class; decoding calls `cls.__new__(cls)` and sets its attributes.
+* `cls` is the struct class; decoding makes an instance without calling `__init__` and sets
+  every field.
 * `ops` are the fields carried in the body, in wire order, plus the fields this version does
   not carry (flag ABSENT): decoding gives those their default, encoding refuses a
   non-default value unless the field is IGNORABLE.
@@ -16,9 +17,12 @@ A program is a tuple `(cls, ops, tagged, tagmap, flexible, name, min_bytes)`:
 * `flexible` says whether the struct ends with a tagged-field section.
 * `min_bytes` is the fewest bytes one instance can take (guards array counts).
 
-An op is `(attr, kind, flags, default, sub, tag, label)`: `sub` is the element kind of a
-scalar array or the program of a struct / struct array; `label` names the field in errors.
-`default` is the value itself, or for FRESH fields a factory called for each instance.
+An op is `(attr, kind, flags, default, sub, tag, label, slot)`: `sub` is the element kind of
+a scalar array or the program of a struct / struct array; `label` names the field in errors;
+`slot` is the class's member descriptor of the field (the native kernel reads and writes the
+slot directly). With the FRESH flag the default is a new object per instance: an empty list
+for arrays, `default()` (a struct with its defaults) for structs; a list or struct equals
+its default when it is an empty list, or compares equal to `default()`.
 
 Decode errors raise `ProtocolError` with the byte position; encode errors raise
 `EncodeError` naming the field.
@@ -168,7 +172,15 @@ def _read_field(r, op):
 
 
 def _default(op):
-    return op[3]() if op[2] & FRESH else op[3]
+    if op[2] & FRESH:
+        return [] if op[1] >= ARRAY else op[3]()
+    return op[3]
+
+
+def _is_default(op, value):
+    if op[2] & FRESH and op[1] >= ARRAY:
+        return isinstance(value, list) and not value
+    return value == _default(op)
 
 
 def _read_struct(r, prog):
@@ -377,7 +389,7 @@ def _write_struct(out, prog, obj):
     for op in ops:
         value = getattr(obj, op[0])
         if op[2] & ABSENT:
-            if not op[2] & IGNORABLE and value != _default(op):
+            if not op[2] & IGNORABLE and not _is_default(op, value):
                 raise EncodeError(
                     f"{op[6]} = {value!r} cannot be written at this version of {prog[5]}")
             continue
@@ -387,7 +399,7 @@ def _write_struct(out, prog, obj):
     fields = []
     for op in tagged:
         value = getattr(obj, op[0])
-        if value != _default(op):
+        if not _is_default(op, value):
             data = bytearray()
             _write_field(data, op, value)
             fields.append((op[5], data))
@@ -406,6 +418,8 @@ def _write_struct(out, prog, obj):
 
 def encode_struct(prog, obj):
     """Encode `obj` (an instance of `prog`'s class) with program `prog`. Returns bytes."""
+    if not isinstance(obj, prog[0]):
+        raise EncodeError(f"{prog[5]} cannot encode a {type(obj).__name__}")
     out = bytearray()
     _write_struct(out, prog, obj)
     return bytes(out)

@@ -28,6 +28,7 @@ others get their defaults), compares by value, and keeps unknown tagged fields i
 """
 
 import re
+import sys
 
 from kraftcore.errors import EncodeError, UnsupportedVersionError
 from kraftcore._py import protocol as _kernel_spec
@@ -76,7 +77,7 @@ class Field:
     def __init__(self, name, type, versions="0+", *, nullable="none", tag=None, tagged=None,
                  default=_UNSET, ignorable=False, flexible="0+", fields=None):
         self.name = name
-        self.attr = _snake(name)
+        self.attr = sys.intern(_snake(name))
         self.json_name = name[0].lower() + name[1:]
         self.type = type
         self.element = type[2:] if type.startswith("[]") else None
@@ -88,6 +89,8 @@ class Field:
         self.flexible = parse_versions(flexible)
         self.fields = fields
         self.struct = None  # the struct class, for struct and struct-array fields
+        if isinstance(default, list) and default:
+            raise ValueError(f"{name}: an array's default is empty or null")
         self.default = default
 
     @property
@@ -228,9 +231,12 @@ def _compile(cls, version):
         if f.ignorable:
             flags |= K.IGNORABLE
         default = f.default_value()
-        if isinstance(default, (list, Struct)):
+        if isinstance(default, list):
             flags |= K.FRESH
-            default = f.default_value
+            default = None
+        elif isinstance(default, Struct):
+            flags |= K.FRESH
+            default = f.struct
         struct_name = f.struct_name
         if struct_name is not None:
             sub = f.struct.program(version)
@@ -243,7 +249,7 @@ def _compile(cls, version):
         if not present:
             flags |= K.ABSENT
         op = (f.attr, kind, flags, default, sub, f.tag if is_tagged else -1,
-              f"{cls.__name__}.{f.attr}")
+              f"{cls.__name__}.{f.attr}", cls.__dict__[f.attr])
         if present and is_tagged:
             tagged.append(op)
             continue
