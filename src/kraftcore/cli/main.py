@@ -17,6 +17,17 @@ def build_parser():
     demo.add_argument("--batches", type=int, default=200, help="batches to encode (default 200)")
     demo.add_argument("--records", type=int, default=1000, help="records per batch (default 1000)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated keys and values")
+    dump = sub.add_parser(
+        "dump-log",
+        help="print the batches and records of log segments, snapshots and index files",
+        description="Print every batch of .log segments and .checkpoint snapshots (and the "
+        "entries of .index / .timeindex files), like Kafka's kafka-dump-log. Exits 1 when a "
+        "file is corrupt, after printing what could be read and where the damage is.")
+    dump.add_argument("files", nargs="+", metavar="FILE")
+    dump.add_argument("--metadata-decoder", "--cluster-metadata-decoder", action="store_true",
+                      dest="metadata_decoder",
+                      help="decode every record as a KRaft metadata or control record")
+    dump.add_argument("--json", action="store_true", help="print one JSON object per line")
     return parser
 
 
@@ -30,9 +41,25 @@ def main(argv=None):
         from kraftcore.cli import demo
 
         return demo.run(args.batches, args.records, args.seed)
+    if args.command == "dump-log":
+        from kraftcore.cli import dump_log
+
+        return dump_log.run(args.files, args.metadata_decoder, args.json)
     parser.error(f"unknown command {args.command}")
     return 2
 
 
+def entry():
+    """The console script: `main`, and a reader that stops reading (`| head`) ends the
+    command quietly."""
+    try:
+        return main()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
