@@ -267,8 +267,131 @@ cdef tuple _read_headers(const uint8_t *data, Py_ssize_t *pp, Py_ssize_t rec_end
     return tuple(pairs)
 
 
+cdef inline int _read_varint32(const uint8_t *p, const uint8_t *end, int32_t *out) noexcept nogil:
+    """`kc_read_varint32` (same results) with the one- and two-byte forms decoded without a
+    loop: lengths up to 8191 and most record fields take one of them."""
+    cdef uint32_t raw, second
+    if end - p >= 2:
+        raw = p[0]
+        if not (raw & 0x80):
+            out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
+            return 1
+        second = p[1]
+        if not (second & 0x80):
+            raw = (raw & 0x7F) | (second << 7)
+            out[0] = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
+            return 2
+    return kc_read_varint32(p, end, out)
+
+
+cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end,
+                               int32_t count, int32_t last_delta, int64_t base_ts,
+                               bint log_append) noexcept nogil:
+    """True when `_walk_records` would accept the `count` records in data[p:end]: the same
+    checks in a plain C loop that builds nothing. False when any check fails, and also
+    when a header key is not plain ASCII (only the UTF-8 decoder can judge it): the caller
+    then runs `_walk_records`, which decides and reports the exact error. Never reads at or
+    beyond data + end, nor a record's fields beyond its declared end.
+
+    The next record starts where the declared length of this one ends (a walk that does
+    not end exactly there fails), so finding the next record waits for one varint load,
+    not for every field of this one."""
+    cdef int32_t i, h, length, off_delta, klen, vlen, hcount
+    cdef int32_t prev_delta = -1
+    cdef int64_t ts_delta
+    cdef Py_ssize_t rec_end, q, k
+    cdef const uint8_t *lim
+    cdef int n
+    if count > (end - p) // RECORD_BYTES_MIN:
+        return False
+    for i in range(count):
+        n = _read_varint32(data + p, data + end, &length)
+        if n <= 0:
+            return False
+        p += n
+        if length < 6 or length > end - p:
+            return False
+        rec_end = p + length
+        lim = data + rec_end
+        q = p + 1  # record attributes: unused
+        p = rec_end
+        n = kc_read_varint64(data + q, lim, &ts_delta)
+        if n <= 0:
+            return False
+        q += n
+        n = _read_varint32(data + q, lim, &off_delta)
+        if n <= 0:
+            return False
+        q += n
+        if off_delta <= prev_delta or off_delta > last_delta:
+            return False
+        prev_delta = off_delta
+        n = _read_varint32(data + q, lim, &klen)
+        if n <= 0:
+            return False
+        q += n
+        if klen < -1 or klen > rec_end - q:
+            return False
+        if klen > 0:
+            q += klen
+        n = _read_varint32(data + q, lim, &vlen)
+        if n <= 0:
+            return False
+        q += n
+        if vlen < -1 or vlen > rec_end - q:
+            return False
+        if vlen > 0:
+            q += vlen
+        n = _read_varint32(data + q, lim, &hcount)
+        if n <= 0:
+            return False
+        q += n
+        if hcount < 0 or hcount > (rec_end - q) // 2:
+            return False
+        for h in range(hcount):
+            n = _read_varint32(data + q, lim, &klen)
+            if n <= 0:
+                return False
+            q += n
+            if klen < 0 or klen > rec_end - q:
+                return False
+            for k in range(q, q + klen):
+                if data[k] & 0x80:
+                    return False
+            q += klen
+            n = _read_varint32(data + q, lim, &vlen)
+            if n <= 0:
+                return False
+            q += n
+            if vlen < -1 or vlen > rec_end - q:
+                return False
+            if vlen > 0:
+                q += vlen
+        if q != rec_end:
+            return False
+        if not log_append:
+            if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
+               (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+                return False
+    return p == end
+
+
 cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssize_t end, bint build):
-    """Parse every record of batch `b` from data[p:end]; the Record list when `build`."""
+    """Parse every record of batch `b` from data[p:end]; the Record list when `build`.
+    Without `build`, well-formed records are accepted by the C loop of
+    `_records_well_formed` and only a batch it refuses is walked here, to raise the exact
+    error (or accept it, when only a non-ASCII header key made the C loop unsure)."""
+    cdef bint ok
+    if not build:
+        if end - p >= NOGIL_BYTES_MIN:
+            with nogil:
+                ok = _records_well_formed(data, p, end, b.records_count, b.last_offset_delta,
+                                          b.base_timestamp, (b.attributes & 0x08) != 0)
+        else:
+            ok = _records_well_formed(data, p, end, b.records_count, b.last_offset_delta,
+                                      b.base_timestamp, (b.attributes & 0x08) != 0)
+        if ok:
+            return None
     cdef int32_t count = b.records_count
     cdef int32_t last_delta = b.last_offset_delta
     cdef int64_t base_offset = b.base_offset
@@ -285,9 +408,10 @@ cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssi
     cdef Record rec
     cdef tuple hdrs
     cdef object owner = b._owner
+    cdef int32_t i
     if count > (end - p) // RECORD_BYTES_MIN:
         raise CorruptRecordError(f"records count {count} cannot fit in {end - p} bytes", p)
-    for _ in range(count):
+    for i in range(count):
         rec_start = p
         n = kc_read_varint32(data + p, data + end, &length)
         if n <= 0:
@@ -725,3 +849,4 @@ def encode_batch(
     kc_put_be32(out + 17, kc_crc32c_update(0xFFFFFFFF, out + ATTRIBUTES_OFFSET,
                                            HEADER_BYTES + total - ATTRIBUTES_OFFSET) ^ 0xFFFFFFFF)
     return result
+
