@@ -19,6 +19,8 @@ from kraftcore.errors import CorruptRecordError, InvalidAppendError
 cdef kc_check_batch_fn check_batch = <kc_check_batch_fn>PyCapsule_GetPointer(
     _records._check_batch_capsule, KC_CHECK_BATCH_CAPSULE)
 
+_new_tuple = tuple.__new__
+
 cdef enum:
     LOG_OVERHEAD = 12
     HEADER_BYTES = 61
@@ -45,11 +47,12 @@ def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
                  int64_t expected_offset=-1, int64_t assign_offset=-1,
                  int64_t stamp_epoch=NO_STAMP, bint index_per_batch=True,
                  bint verify_records=True, bint strict_epochs=False,
-                 bint stop_on_error=False, int64_t batch_bytes_max=-1):
+                 bint stop_on_error=False, int64_t batch_bytes_max=-1,
+                 bint stamp_in_place=True):
     """Validate and index the batches in `buffer`; see `kraftcore._py.segment.scan_batches`."""
     cdef Py_buffer view
     cdef int flags = PyBUF_SIMPLE
-    if assign_offset >= 0:
+    if assign_offset >= 0 and stamp_in_place:
         try:
             PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
         except BufferError:
@@ -81,11 +84,13 @@ def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
                         f"above the limit of {batch_bytes_max}")
                 if assign_offset >= 0:
                     base_offset = assign_offset
-                    kc_put_be64(data + pos, <uint64_t>base_offset)
                     assign_offset += <int64_t>info.last_offset_delta + 1
                     if stamp_epoch != NO_STAMP:
                         epoch = stamp_epoch
-                        kc_put_be32(data + pos + 12, <uint32_t><int32_t>epoch)
+                    if stamp_in_place:
+                        kc_put_be64(data + pos, <uint64_t>base_offset)
+                        if stamp_epoch != NO_STAMP:
+                            kc_put_be32(data + pos + 12, <uint32_t><int32_t>epoch)
                 last_offset = base_offset + info.last_offset_delta
                 if expected_offset >= 0 and base_offset != previous_next:
                     raise InvalidAppendError(
@@ -142,10 +147,11 @@ def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
                 last_index_timestamp = max_timestamp
             bytes_since_index = 0
         bytes_since_index += pos
-    return ScanResult(
+    # tuple.__new__ skips the NamedTuple's Python-level __new__ (half a microsecond)
+    return _new_tuple(ScanResult, (
         pos, batches, first_offset, next_offset, bytes(offset_entries), bytes(time_entries),
         bytes_since_index, max_timestamp, offset_of_max_timestamp, last_index_timestamp,
-        epochs, error)
+        epochs, error))
 
 
 def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t max_bytes):

@@ -86,6 +86,39 @@ def test_append_encoded_batches_stamps_offsets_and_epoch(open_log):
     assert log.latest_epoch == 4
 
 
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_one_encoded_batch_is_stamped_without_touching_the_callers_bytes(open_log, kind):
+    """A single batch given as bytes is written as a patched header plus the caller's
+    bytes; other buffers are copied first. Either way the caller's object is unchanged
+    and the log holds the batch with its offset and epoch."""
+    log = open_log()
+    log.append(values(3))
+    original = codec.encode_batch(values(4), base_offset=77, leader_epoch=-1)
+    given = kind(bytearray(original)) if kind is memoryview else kind(original)
+    assert log.append(given, leader_epoch=6) == 3
+    assert bytes(given) == original
+    (batch,) = log.read(3).batches()  # CRC verified
+    assert (batch.base_offset, batch.partition_leader_epoch) == (3, 6)
+    assert [r.value for r in batch.records] == values(4)
+    with open(os.path.join(log.path, "00000000000000000000.log"), "rb") as f:
+        tail = f.read()[-len(original):]
+    assert tail[16:] == original[16:] and tail[8:12] == original[8:12]
+    assert int.from_bytes(tail[:8], "big") == 3 and int.from_bytes(tail[12:16], "big") == 6
+
+
+def test_a_refused_single_batch_writes_nothing(open_log):
+    log = open_log()
+    log.append(values(2))
+    size = log.size_bytes
+    damaged = bytearray(codec.encode_batch(values(3)))
+    damaged[-1] ^= 1  # breaks the CRC
+    with pytest.raises(CorruptRecordError):
+        log.append(bytes(damaged))
+    with pytest.raises(InvalidAppendError):
+        log.append(codec.encode_batch(values(3)), leader_epoch=-5)
+    assert (log.size_bytes, log.log_end_offset) == (size, 2)
+
+
 def test_follower_appends_must_be_contiguous(open_log):
     log = open_log()
     log.append_as_follower(codec.encode_batch(values(3), base_offset=0, leader_epoch=1))

@@ -16,6 +16,7 @@ import threading
 
 import pytest
 
+from kraftcore import codec
 from kraftcore.errors import LogClosedError, OffsetOutOfRangeError, StorageError
 from kraftcore.log import Log, fileio
 
@@ -75,7 +76,8 @@ class WriteFaults:
     and every later write fail with ENOSPC. Armed with a call number, that call writes
     `partial` bytes for real (all but the last -`partial` if negative) and fails. `only`
     restricts the fault to files whose path it accepts. `calls` records (name, size) of
-    every write while armed."""
+    every write while armed (a write of several pieces counts as one, of their total
+    size)."""
 
     def __init__(self, monkeypatch):
         self.real = fileio.pwrite_all
@@ -111,6 +113,8 @@ class WriteFaults:
         path = fd_path(fd)
         if self.only is not None and not self.only(path):
             return self.real(fd, data, position)
+        if isinstance(data, (list, tuple)):  # pieces written back to back (pwritev)
+            data = b"".join(data)
         view = memoryview(data).cast("B")
         self.calls.append((os.path.basename(path), len(view)))
         if self.fail_at is not None:
@@ -168,10 +172,15 @@ def build(path, **settings):
     return log, acked
 
 
-def failing_append(log, tag=b"FAILED"):
+def failing_append(log, tag=b"FAILED", form="values"):
     """The append the faults hit: a new leader epoch (so it also rewrites the epoch
-    checkpoint), crossing the index interval, with the largest timestamp so far."""
-    return log.append(values(log.log_end_offset, 5, tag), timestamp=TS + 1000, leader_epoch=2)
+    checkpoint), crossing the index interval, with the largest timestamp so far. As
+    `values` the log encodes the batch; as `encoded` it is given one encoded batch (bytes),
+    which the log writes as a patched header followed by the caller's bytes (pwritev)."""
+    vals = values(log.log_end_offset, 5, tag)
+    if form == "encoded":
+        return log.append(codec.encode_batch(vals, timestamp=TS + 1000), leader_epoch=2)
+    return log.append(vals, timestamp=TS + 1000, leader_epoch=2)
 
 
 def write_sizes_of_failing_append(tmp_path, monkeypatch):
@@ -220,8 +229,10 @@ def reopen_and_check(path, acked, settings, clean):
         log.close()
 
 
+@pytest.mark.parametrize("form", ["values", "encoded"])
 @pytest.mark.parametrize("then", ["free_space", "close_while_full"])
-def test_a_full_disk_at_every_byte_of_an_append_rolls_it_back(tmp_path, monkeypatch, then):
+def test_a_full_disk_at_every_byte_of_an_append_rolls_it_back(tmp_path, monkeypatch, then,
+                                                              form):
     sizes = write_sizes_of_failing_append(tmp_path, monkeypatch)
     points = budgets(sizes)
     assert len(points) >= 6
@@ -232,7 +243,7 @@ def test_a_full_disk_at_every_byte_of_an_append_rolls_it_back(tmp_path, monkeypa
         state = (files(path), log.log_end_offset, log.size_bytes, log.epoch_entries())
         faults.fill_after(budget)
         with pytest.raises(StorageError) as info:
-            failing_append(log)
+            failing_append(log, form=form)
         where = f"budget {budget} of {sizes}"
         assert faults.fired == 1, where
         assert info.value.errno == errno.ENOSPC, where
@@ -240,7 +251,7 @@ def test_a_full_disk_at_every_byte_of_an_append_rolls_it_back(tmp_path, monkeypa
         check_state_unchanged(log, acked, *state)
         # still full: a second attempt fails the same way and changes nothing
         with pytest.raises(StorageError) as info:
-            failing_append(log)
+            failing_append(log, form=form)
         assert info.value.errno == errno.ENOSPC, where
         check_state_unchanged(log, acked, *state)
         if then == "free_space":
@@ -272,14 +283,15 @@ def test_a_full_disk_at_every_byte_of_an_append_rolls_it_back(tmp_path, monkeypa
     (1, 0), (1, 1), (1, 150), (1, -1),  # the batch data: none, some, all but one byte
     (2, 0), (2, 3),  # the leader-epoch checkpoint (the append starts epoch 2)
 ])
-def test_enospc_on_one_write_of_an_append(tmp_path, monkeypatch, call, partial):
+@pytest.mark.parametrize("form", ["values", "encoded"])
+def test_enospc_on_one_write_of_an_append(tmp_path, monkeypatch, call, partial, form):
     faults = WriteFaults(monkeypatch)
     path = tmp_path / "once-0"
     log, acked = build(path)
     state = (files(path), log.log_end_offset, log.size_bytes, log.epoch_entries())
     faults.fail_call(call, partial)
     with pytest.raises(StorageError) as info:
-        failing_append(log)
+        failing_append(log, form=form)
     assert faults.fired == 1 and len(faults.calls) == call
     assert info.value.errno == errno.ENOSPC
     check_state_unchanged(log, acked, *state)

@@ -86,6 +86,7 @@ def scan_batches(
     strict_epochs=False,
     stop_on_error=False,
     batch_bytes_max=-1,
+    stamp_in_place=True,
 ):
     """Validate and index the batches in `buffer`, which starts at byte `position_base` of
     the segment whose base offset is `segment_base_offset`.
@@ -95,13 +96,16 @@ def scan_batches(
       to increase.
     * `assign_offset` >= 0: rewrite base offsets in place starting there (a leader append;
       `buffer` must be writable). `stamp_epoch` >= -1 also rewrites the leader epoch.
+      With `stamp_in_place=False` the buffer is left as it is (it may be read-only): every
+      check and result is the same as if the fields had been rewritten, and the caller
+      writes the stamped fields itself (bytes 0-7 and 12-15 of each batch).
     * `strict_epochs`: a batch whose leader epoch is below the latest one is refused.
     * `index_per_batch`: index each batch (recovery) or the set as a whole (an append).
     * `stop_on_error`: return at the first bad batch with `error` set instead of raising.
     * `batch_bytes_max` >= 0: a larger batch is refused (`InvalidAppendError`).
     """
     view = _view(buffer)
-    if assign_offset >= 0 and view.readonly:
+    if assign_offset >= 0 and stamp_in_place and view.readonly:
         raise TypeError("assigning offsets needs a writable buffer")
     total = len(view)
     pos = 0
@@ -124,11 +128,13 @@ def scan_batches(
                 )
             if assign_offset >= 0:
                 base_offset = assign_offset
-                _BASE_OFFSET.pack_into(view, pos, base_offset)
                 assign_offset += last_delta + 1
                 if stamp_epoch != NO_STAMP:
                     epoch = stamp_epoch
-                    _LEADER_EPOCH.pack_into(view, pos + 12, epoch)
+                if stamp_in_place:
+                    _BASE_OFFSET.pack_into(view, pos, base_offset)
+                    if stamp_epoch != NO_STAMP:
+                        _LEADER_EPOCH.pack_into(view, pos + 12, epoch)
             last_offset = base_offset + last_delta
             if expected_offset >= 0 and base_offset != previous_next:
                 raise InvalidAppendError(

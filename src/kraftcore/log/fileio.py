@@ -14,7 +14,13 @@ _sync = getattr(os, "fdatasync", os.fsync)
 
 
 def pwrite_all(fd, data, position):
-    """Write all of `data` at `position`, looping over short writes (a nearly full disk)."""
+    """Write all of `data` at `position`, looping over short writes (a nearly full disk).
+    `data` is a bytes-like object, or a list or tuple of them written back to back with
+    `pwritev` (a log append writes a batch header it patched followed by the rest of the
+    caller's bytes, without copying them into one buffer first)."""
+    if isinstance(data, (list, tuple)):
+        _pwritev_all(fd, data, position)
+        return
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, position)
@@ -22,6 +28,47 @@ def pwrite_all(fd, data, position):
             raise OSError(f"write of {len(view)} bytes made no progress")
         view = view[written:]
         position += written
+
+
+def _pwritev_all(fd, buffers, position):
+    """`pwrite_all` of pieces (bytes, bytearray or memoryviews of bytes: `len` is their
+    size): one `pwritev` unless it writes short or there are more than IOV_MAX pieces."""
+    done = 0
+    if _HAS_PWRITEV and 0 < len(buffers) <= _IOV_MAX:
+        done = os.pwritev(fd, buffers, position)
+        if done == sum(map(len, buffers)):
+            return
+    views = [view for view in (memoryview(b).cast("B") for b in buffers) if view]
+    first = 0  # views[first:] are still to be written, less the `done` bytes written
+    position += done
+    while first < len(views) and done >= len(views[first]):
+        done -= len(views[first])
+        first += 1
+    if done:
+        views[first] = views[first][done:]
+    if not _HAS_PWRITEV:  # pragma: no cover - every POSIX system Python supports has it
+        for view in views[first:]:
+            pwrite_all(fd, view, position)
+            position += len(view)
+        return
+    while first < len(views):
+        chunk = views[first:first + _IOV_MAX]
+        written = os.pwritev(fd, chunk, position)
+        if written <= 0:  # pragma: no cover - the kernel reports an error instead
+            raise OSError(f"write of {sum(len(v) for v in chunk)} bytes made no progress")
+        position += written
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:  # a short write ended inside views[first]
+            views[first] = views[first][written:]
+
+
+_HAS_PWRITEV = hasattr(os, "pwritev")
+try:
+    _IOV_MAX = max(16, min(1024, os.sysconf("SC_IOV_MAX")))
+except (AttributeError, ValueError, OSError):  # pragma: no cover
+    _IOV_MAX = 16
 
 
 def pread(fd, size, position):

@@ -37,9 +37,12 @@ import dataclasses
 import fcntl
 import json
 import os
+import struct
 import threading
+from typing import NamedTuple
 
 from kraftcore import codec
+from kraftcore._py.segment import NO_STAMP
 from kraftcore.errors import (InvalidAppendError, InvalidOffsetError,
                               LogClosedError, OffsetOutOfRangeError, StorageError)
 from kraftcore.log import checkpoint, fileio
@@ -52,6 +55,30 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 _DISCARDED_SUFFIXES = (".tmp", ".deleted", ".cleaned")
 _VALUES_TYPES = (list, tuple)
+# The header bytes a leader append rewrites, with the batch length between them: base
+# offset (0-7), batch length (8-11, unchanged), partition leader epoch (12-15). None of
+# them is covered by the CRC (kafka-facts §2.1–2.2).
+_HEADER_PATCH = struct.Struct(">qii")
+
+
+class _Scan(NamedTuple):
+    """How `scan_batches` treats an append (its parameters of the same names); the rest
+    (index_per_batch=False, strict_epochs=True, the batch limit) is the same for all."""
+
+    expected_offset: int = -1
+    assign_offset: int = -1
+    stamp_epoch: int = NO_STAMP
+    verify_records: bool = True
+    stamp_in_place: bool = True
+
+
+def _one_batch(data):
+    """Whether `data` (bytes) declares exactly one batch: its batch length covers it all.
+    The scan checks the framing; this only picks how the append is written."""
+    return len(data) >= 61 and _BATCH_LENGTH.unpack_from(data, 8)[0] + 12 == len(data)
+
+
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,8 +343,13 @@ class Log:
         timestamp defaults to the clock) or encoded batches (bytes-like). Either way the
         log assigns offsets from its log end offset and stamps `leader_epoch` (default:
         the latest epoch, or 0) into every batch. An epoch below the latest is refused."""
+        patch = False
         if isinstance(records, _VALUES_TYPES):
             encoded = None
+        elif type(records) is bytes and _one_batch(records):
+            # Immutable, so what is checked is what gets written: no private copy. The
+            # stamped header fields are written from a patched copy of the first 16 bytes.
+            encoded, patch = records, True
         else:
             try:
                 encoded = bytearray(memoryview(records).cast("B"))
@@ -341,11 +373,12 @@ class Log:
                     records, keys=keys, headers=headers, timestamps=timestamps,
                     timestamp=timestamp, compression=compression, base_offset=self._leo,
                     leader_epoch=epoch)
-                scan = dict(verify_records=False)
+                scan = _Scan(verify_records=False)
             else:
-                scan = dict(assign_offset=self._leo, stamp_epoch=epoch,
-                            verify_records=self.config.verify_records)
-            base = self._append_locked(encoded, scan)
+                scan = _Scan(assign_offset=self._leo, stamp_epoch=epoch,
+                             verify_records=self.config.verify_records,
+                             stamp_in_place=not patch)
+            base = self._append_locked(encoded, scan, patch)
         self._after_append(sync)
         return base
 
@@ -357,12 +390,16 @@ class Log:
         data = memoryview(batches).cast("B")
         with self._lock:
             self._check_writable()
-            base = self._append_locked(data, dict(
+            base = self._append_locked(data, _Scan(
                 expected_offset=self._leo, verify_records=self.config.verify_records))
         self._after_append(sync)
         return base
 
-    def _append_locked(self, data, scan):
+    def _append_locked(self, data, scan, patch=False):
+        """Check `data` (and assign its offsets) with `scan`, roll if needed, write it and
+        take its epochs. With `patch`, `data` is one batch whose offset and epoch the scan
+        did not write: they go out in a patched copy of its first 16 bytes, followed by
+        the rest of `data`, in one write."""
         size = len(data)
         if size == 0:
             raise InvalidAppendError("nothing to append: no record batches given")
@@ -385,6 +422,9 @@ class Log:
             result = self._scan_for(segment, data, scan)
         if self._overflows(segment, result):
             raise InvalidAppendError("the append spans more than 2^31 offsets")
+        if patch:
+            data = [_HEADER_PATCH.pack(result.first_offset, size - 12, scan.stamp_epoch),
+                    memoryview(data)[_HEADER_PATCH.size:]]
         try:
             segment.append(data, result)
         except OSError as exc:
@@ -392,10 +432,11 @@ class Log:
             if getattr(exc, "rollback_failed", False):
                 self._go_offline(error)
             raise error from exc
-        entries = self._epochs.entries()
         changed = False
-        for epoch, offset in result.epochs:
-            changed |= self._epochs.assign(epoch, offset)
+        if result.epochs:
+            entries = self._epochs.entries()
+            for epoch, offset in result.epochs:
+                changed |= self._epochs.assign(epoch, offset)
         if changed:
             try:
                 self._write_epochs()
@@ -416,12 +457,14 @@ class Log:
             self._sync_through(self._leo)
 
     def _scan_for(self, segment, data, scan):
+        # positional: this runs on every append, and keywords cost a microsecond
         return codec.scan_batches(
             data, segment.base_offset, segment.size, self.config.index_interval_bytes,
             segment.bytes_since_index, segment.max_timestamp,
             segment.offset_of_max_timestamp, segment.last_index_timestamp,
-            self._epochs.latest_epoch, index_per_batch=False, strict_epochs=True,
-            batch_bytes_max=self.config.max_batch_bytes, **scan)
+            self._epochs.latest_epoch, scan.expected_offset, scan.assign_offset,
+            scan.stamp_epoch, False, scan.verify_records, True, False,
+            self.config.max_batch_bytes, scan.stamp_in_place)
 
     @staticmethod
     def _overflows(segment, result):

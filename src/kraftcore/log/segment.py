@@ -208,11 +208,13 @@ class Segment:
     # ------------------------------------------------------------------ writing
 
     def append(self, data, result):
-        """Write the checked batches `data` (scanned into `result` at position `size`) and
+        """Write the checked batches `data` (scanned into `result` at position `size`; a
+        bytes-like object, or a list of pieces written back to back by one `pwritev`) and
         take their index entries (written to the index files by `seal`). On an OSError the
         segment is put back as it was and the error is raised; if even that fails, the
         OSError carries `rollback_failed`."""
         position = self.size
+        size = result.valid_bytes
         try:
             fileio.pwrite_all(self.log_fd, data, position)
         except OSError as exc:
@@ -222,7 +224,7 @@ class Segment:
             except OSError:
                 exc.rollback_failed = True
             raise
-        self.size = position + len(data)
+        self.size = position + size
         self.file_bytes = max(self.file_bytes, self.size)
         self.next_offset = result.next_offset
         self._take(result)
