@@ -265,3 +265,19 @@ def test_implementations_agree_on_arbitrary_index_bytes(raw, bound):
         _outcome(c.scan_batches, raw, 0, stop_on_error=True)
     assert _outcome(py.locate_batches, raw, 0, 1 << 62, 1 << 40) == \
         _outcome(c.locate_batches, raw, 0, 1 << 62, 1 << 40)
+
+
+def test_assigning_without_stamping_in_place_leaves_the_buffer_and_finds_the_same(impl):
+    data = _batches(impl.records, 6, base=0)
+    stamped = bytearray(data)
+    in_place = impl.segment.scan_batches(
+        stamped, 1000, assign_offset=1000, stamp_epoch=9, index_per_batch=False,
+        strict_epochs=True, latest_epoch=9)
+    apart = impl.segment.scan_batches(
+        data, 1000, assign_offset=1000, stamp_epoch=9, index_per_batch=False,
+        strict_epochs=True, latest_epoch=9, stamp_in_place=False)
+    assert apart == in_place and apart.next_offset == 1030
+    assert bytes(stamped) != data  # only the in-place scan wrote, into its own buffer
+    with pytest.raises(Exception, match="below the log's latest epoch"):
+        impl.segment.scan_batches(data, 1000, assign_offset=1000, stamp_epoch=3,
+                                  strict_epochs=True, latest_epoch=9, stamp_in_place=False)
