@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraftcore import codec
-from kraftcore._py import protocol as K
 from kraftcore.errors import EncodeError, ProtocolError, UnsupportedVersionError
 from kraftcore.protocol import messages as M
 from kraftcore.protocol.apis import API_BY_KEY, API_BY_NAME, Api, api

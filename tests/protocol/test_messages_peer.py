@@ -244,10 +244,11 @@ def _hand_built():
     fq = M.FetchRequest
     for v in _overlap(fq):
         yield fq, v, fq(
-            cluster_id="cluster" if v >= 12 else None, replica_id=-1 if v <= 14 else -1,
+            cluster_id="cluster" if v >= 12 else None, replica_id=2 if v <= 14 else -1,
             replica_state=fq.ReplicaState(replica_id=3, replica_epoch=7) if v >= 15
             else fq.ReplicaState(),
-            max_wait_ms=500, min_bytes=1, max_bytes=8 << 20 if v >= 3 else 0x7FFFFFFF, isolation_level=1 if v >= 4 else 0,
+            max_wait_ms=500, min_bytes=1, max_bytes=8 << 20 if v >= 3 else 0x7FFFFFFF,
+            isolation_level=1 if v >= 4 else 0,
             session_id=0, session_epoch=-1, topics=[fq.FetchTopic(
                 topic="__cluster_metadata" if v <= 12 else "",
                 topic_id=U if v >= 13 else Uuid(bytes(16)), partitions=[fq.FetchPartition(
