@@ -10,9 +10,10 @@ handles a fixed 64 000 records whatever the peer.
 Peers, in every group:
 
 * `kraftcore-c` (the baseline of the report: the log on the native kernels) calls
-  `Log.append(batch, ...)`. For each batch that means copying it into a bytearray, one
-  `scan_batches` call (CRC, record framing, assigning offsets, stamping the epoch, index
-  entries kept in memory until the segment is sealed), and `os.pwrite` of the batch.
+  `Log.append(batch, ...)`. For each batch that means one `scan_batches` call (CRC,
+  every record's framing, assigning offsets and the epoch, index entries kept in memory
+  until the segment is sealed) and one `os.pwritev` of the batch: its first 16 bytes
+  patched with the offset and epoch, then the rest of the caller's bytes (no copy).
 * `raw-os` calls `os.write(fd, batch)` on one plain file, plus `os.fdatasync` where the
   group needs durability. This is the least a program must do to get the same bytes into
   the page cache, or onto the disk.
