@@ -11,9 +11,9 @@ from cpython.ref cimport PyObject
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memmove
 
-from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_put_be16, kc_put_be32, kc_put_be64,
+from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_put_be16, kc_put_be32, kc_put_be64,
                  kc_get_be16, kc_get_be32, kc_get_be64)
 
 from kraftcore.errors import EncodeError, ProtocolError
@@ -44,6 +44,15 @@ cdef extern from "Python.h":
     static inline PyObject *kc_slot_get(PyObject *obj, Py_ssize_t offset) {
         return *(PyObject **)((char *)obj + offset);  /* borrowed; NULL when unset */
     }
+    /* An instance of a bytes subclass holding `raw` (a bytes object), without running the
+     * subclass's Python-level __new__: what `bytes.__new__(cls, raw)` does. */
+    static inline PyObject *kc_bytes_subtype(PyObject *cls, PyObject *raw) {
+        PyObject *args = PyTuple_Pack(1, raw);
+        if (args == NULL) return NULL;
+        PyObject *out = PyBytes_Type.tp_new((PyTypeObject *)cls, args, NULL);
+        Py_DECREF(args);
+        return out;
+    }
     /* A new instance of a plain class (object's tp_new): allocation without __new__ or
      * __init__; the decoder then sets every slot. */
     static inline PyObject *kc_new_instance(PyObject *cls) {
@@ -56,6 +65,7 @@ cdef extern from "Python.h":
     void kc_slot_set(object obj, Py_ssize_t offset, object value)
     PyObject *kc_slot_get(object obj, Py_ssize_t offset)
     object kc_new_instance(object cls)
+    object kc_bytes_subtype(object cls, object raw)
     int PyGC_Disable()
     int PyGC_Enable()
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -318,7 +328,7 @@ cdef object _uuid(const uint8_t *p):
         return found
     if len(_uuids) >= UUIDS_MAX:
         _uuids.clear()
-    value = _uuids[key] = Uuid(key)
+    value = _uuids[key] = kc_bytes_subtype(Uuid, key)
     return value
 
 
@@ -396,7 +406,7 @@ cdef tuple _program_for(list table, uint32_t api_key, uint32_t version, Py_ssize
     if prog is None:
         raise ProtocolError(
             f"unsupported version {version} of metadata record type {api_key} "
-            f"({progs[-1][5] if progs[-1] else '?'})", pos)
+            f"({_name_of(progs)})", pos)
     return prog
 
 
@@ -416,6 +426,14 @@ cdef tuple _decode_value(_In c, object value, list table):
     if pos != end:
         raise ProtocolError(f"{end - pos} unexpected bytes after {prog[5]}", pos)
     return obj, version
+
+
+def _name_of(progs):
+    """The record name of a version table (the name of any version it has)."""
+    for prog in progs:
+        if prog is not None:
+            return prog[5]
+    return "?"
 
 
 def decode_metadata_values(values, list table):
@@ -631,8 +649,6 @@ cdef int _write_field(_Out out, tuple op, object value) except -1:
 cdef int _write_struct(_Out out, tuple prog, object obj) except -1:
     cdef tuple op
     cdef int flags
-    cdef list fields
-    cdef _Out data
     for op in <tuple>prog[1]:
         value = _get(obj, op)
         flags = op[2]
@@ -644,19 +660,55 @@ cdef int _write_struct(_Out out, tuple prog, object obj) except -1:
         _write_field(out, op, value)
     if not prog[4]:
         return 0
-    fields = []
+    unknown = obj._unknown_tags
+    if unknown:
+        return _write_tags_merged(out, prog, obj, unknown)
+    # Tagged fields go straight into `out`: each value is written after a one-byte size
+    # slot, which is widened in place in the rare case the value takes 128 bytes or more.
+    cdef Py_ssize_t count = 0, mark, start, size
+    cdef int width
+    for op in <tuple>prog[2]:
+        if not _is_default(op, _get(obj, op)):
+            count += 1
+    out.uvarint(count)
+    if not count:
+        return 0
+    for op in <tuple>prog[2]:
+        value = _get(obj, op)
+        if _is_default(op, value):
+            continue
+        out.uvarint(<int>op[5])
+        mark = out.size
+        out.byte(0)
+        start = out.size
+        _write_field(out, op, value)
+        size = out.size - start
+        if size < 0x80:
+            out.buf[mark] = <uint8_t>size
+        else:
+            width = kc_size_uvarint64(size)
+            out.room(width - 1)
+            memmove(out.buf + mark + width, out.buf + start, size)
+            kc_write_uvarint64(out.buf + mark, size)
+            out.size += width - 1
+    return 0
+
+
+cdef int _write_tags_merged(_Out out, tuple prog, object obj, object unknown) except -1:
+    """The tag section when unknown tags are kept: known and unknown fields in tag order."""
+    cdef list fields = []
+    cdef tuple op
+    cdef _Out data
     for op in <tuple>prog[2]:
         value = _get(obj, op)
         if not _is_default(op, value):
             data = _Out()
             _write_field(data, op, value)
             fields.append((op[5], data.take()))
-    unknown = obj._unknown_tags
-    if unknown:
-        known = {item[0] for item in fields}
-        tagmap = prog[3]
-        fields.extend((tag, raw) for tag, raw in unknown if tag not in tagmap and tag not in known)
-        fields.sort(key=_first)
+    known = {item[0] for item in fields}
+    tagmap = prog[3]
+    fields.extend((tag, raw) for tag, raw in unknown if tag not in tagmap and tag not in known)
+    fields.sort(key=_first)
     out.uvarint(len(fields))
     for tag, raw in fields:
         out.uvarint(tag)

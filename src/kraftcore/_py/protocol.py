@@ -256,8 +256,16 @@ def _program_for(table, api_key, version, pos):
     if prog is None:
         raise ProtocolError(
             f"unsupported version {version} of metadata record type {api_key} "
-            f"({progs[-1][5] if progs[-1] else '?'})", pos)
+            f"({_name_of(progs)})", pos)
     return prog
+
+
+def _name_of(progs):
+    """The record name of a version table (the name of any version it has)."""
+    for prog in progs:
+        if prog is not None:
+            return prog[5]
+    return "?"
 
 
 def decode_metadata_values(values, table):
