@@ -7,11 +7,11 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy, memmove, memcmp
 
 from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_put_be16, kc_put_be32, kc_put_be64,
                  kc_get_be16, kc_get_be32, kc_get_be64)
@@ -317,18 +317,27 @@ cdef inline object _get(object obj, tuple op):
 
 
 # Decoded uuids, shared: metadata logs repeat the same topic and directory ids many times.
-cdef dict _uuids = {}
-cdef Py_ssize_t UUIDS_MAX = 1 << 16
+# A direct-mapped cache keyed by the 16 raw bytes answers a repeat without allocating.
+cdef enum:
+    UUID_SLOTS = 4096
+cdef uint8_t _uuid_raw[UUID_SLOTS][16]
+cdef PyObject *_uuid_obj[UUID_SLOTS]
 
 
 cdef object _uuid(const uint8_t *p):
-    key = PyBytes_FromStringAndSize(<const char *>p, 16)
-    found = _uuids.get(key)
-    if found is not None:
-        return found
-    if len(_uuids) >= UUIDS_MAX:
-        _uuids.clear()
-    value = _uuids[key] = kc_bytes_subtype(Uuid, key)
+    cdef uint64_t a, b
+    memcpy(&a, p, 8)
+    memcpy(&b, p + 8, 8)
+    cdef Py_ssize_t slot = <Py_ssize_t>(((a ^ (b * <uint64_t>0x9E3779B97F4A7C15)) *
+                                         <uint64_t>0xBF58476D1CE4E5B9) >> 52)
+    cdef PyObject *found = _uuid_obj[slot]
+    if found != NULL and memcmp(_uuid_raw[slot], p, 16) == 0:
+        return <object>found
+    value = kc_bytes_subtype(Uuid, PyBytes_FromStringAndSize(<const char *>p, 16))
+    Py_XDECREF(found)
+    Py_INCREF(value)
+    _uuid_obj[slot] = <PyObject *>value
+    memcpy(_uuid_raw[slot], p, 16)
     return value
 
 
@@ -448,12 +457,11 @@ def decode_metadata_values(values, list table):
     try:
         for value in values:
             if value is None:
-                raise ProtocolError(f"metadata record {i} has a null value", 0)
-            try:
-                out.append(_decode_value(c, value, table))
-            except ProtocolError as exc:
-                raise ProtocolError(f"metadata record {i}: {exc.reason}", exc.position) from None
+                raise ProtocolError("null value", 0)
+            out.append(_decode_value(c, value, table))
             i += 1
+    except ProtocolError as exc:
+        raise ProtocolError(f"metadata record {i}: {exc.reason}", exc.position) from None
     finally:
         if collecting:
             PyGC_Enable()

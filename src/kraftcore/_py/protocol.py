@@ -279,7 +279,7 @@ def decode_metadata_values(values, table):
     out = []
     for i, value in enumerate(values):
         if value is None:
-            raise ProtocolError(f"metadata record {i} has a null value", 0)
+            raise ProtocolError(f"metadata record {i}: null value", 0)
         buf = memoryview(value).cast("B")
         r = _Reader(buf, 0, len(buf))
         try:
