@@ -29,6 +29,10 @@ class LogMachine(RuleBasedStateMachine):
         self.log_start = 0
         self.hw = 0
         self.counter = 0
+        # An epoch entry that starts at the log end (only when the log is empty after its
+        # start moved to its end) is dropped on reopen, as Kafka's loader does: it cannot
+        # tell it from an entry whose records a crash tore off. The next append restores it.
+        self.reopened_empty = False
 
     def teardown(self):
         if hasattr(self, "log"):
@@ -62,6 +66,7 @@ class LogMachine(RuleBasedStateMachine):
         records = codec.encode_batch(vals, base_offset=77) if encoded else vals
         assert self.log.append(records, leader_epoch=epoch) == self.leo
         self.batches.append((self.leo, vals, epoch))
+        self.reopened_empty = False
 
     @rule(n=st.integers(1, 10), batches=st.integers(1, 3), bump=st.integers(0, 1))
     def append_as_follower(self, n, batches, bump):
@@ -74,6 +79,7 @@ class LogMachine(RuleBasedStateMachine):
             base += n
         assert self.log.append_as_follower(data) == self.leo
         self.batches.extend(added)
+        self.reopened_empty = self.reopened_empty and not added
 
     @rule(data=st.data())
     def move_high_watermark(self, data):
@@ -112,12 +118,14 @@ class LogMachine(RuleBasedStateMachine):
     def close_and_reopen(self):
         self.log.close()
         self.log = Log.open(self.path, **SETTINGS)
+        self.reopened_empty = self.reopened_empty or self.log_start == self.leo
         assert self.log.recovery.clean_shutdown
 
     @rule()
     def crash_and_reopen(self):
         self.log._release()  # the process dies; the OS keeps what was written
         self.log = Log.open(self.path, **SETTINGS)
+        self.reopened_empty = self.reopened_empty or self.log_start == self.leo
         assert not self.log.recovery.clean_shutdown
         assert self.log.recovery.truncated_bytes == 0
         self.hw = self.log.high_watermark  # only the checkpointed value survives a crash
@@ -158,6 +166,8 @@ class LogMachine(RuleBasedStateMachine):
         start = self.log_start
         kept = [(e, max(s, start)) for i, (e, s) in enumerate(full)
                 if i + 1 == len(full) or full[i + 1][1] > start]
+        if self.reopened_empty:
+            kept = [(e, s) for e, s in kept if s < self.leo]
         assert self.log.epoch_entries() == kept
 
 
