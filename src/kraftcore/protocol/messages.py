@@ -17,6 +17,66 @@ API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
 
 from kraftcore.protocol.schema import Field as F, message
 
+# Field groups that several messages share (each call builds fresh Field objects: a schema
+# owns its fields).
+def _raft_node_endpoints(versions="1+"):
+    """The leader's endpoints in KRaft responses (tagged 0; ports are uint16)."""
+    return F("NodeEndpoints", "[]NodeEndpoint", versions, tag=0, fields=[
+        F("NodeId", "int32", versions),
+        F("Host", "string", versions),
+        F("Port", "uint16", versions),
+    ])
+
+
+def _leader_endpoints():
+    return F("LeaderEndpoints", "[]LeaderEndpoint", "1+", ignorable=True, fields=[
+        F("Name", "string", "1+"),
+        F("Host", "string", "1+"),
+        F("Port", "uint16", "1+"),
+    ])
+
+
+def _listeners(security_protocol):
+    fields = [F("Name", "string"), F("Host", "string"), F("Port", "uint16")]
+    if security_protocol:
+        fields.append(F("SecurityProtocol", "int16"))
+    return F("Listeners", "[]Listener", fields=fields)
+
+
+def _supported_features():
+    return F("Features", "[]Feature", fields=[
+        F("Name", "string"),
+        F("MinSupportedVersion", "int16"),
+        F("MaxSupportedVersion", "int16"),
+    ])
+
+
+def _quorum_epoch_response(name, api_key):
+    """BeginQuorumEpoch and EndQuorumEpoch answer with the same shape."""
+    return message(name, kind="response", api_key=api_key, valid="0-1", flexible="1+", fields=[
+        F("ErrorCode", "int16"),
+        F("Topics", "[]TopicData", fields=[
+            F("TopicName", "string"),
+            F("Partitions", "[]PartitionData", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("LeaderId", "int32"),
+                F("LeaderEpoch", "int32"),
+            ]),
+        ]),
+        _raft_node_endpoints(),
+    ])
+
+
+def _voter_change_response(name, api_key):
+    """AddRaftVoter and RemoveRaftVoter answer with the same shape."""
+    return message(name, kind="response", api_key=api_key, valid="0", flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None, ignorable=True),
+    ])
+
+
 # ------------------------------------------------------------------------------ ApiVersions
 
 ApiVersionsRequest = message(
@@ -162,11 +222,7 @@ VoteResponse = message(
                 F("VoteGranted", "bool"),
             ]),
         ]),
-        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
-            F("NodeId", "int32", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
+        _raft_node_endpoints(),
     ])
 
 BeginQuorumEpochRequest = message(
@@ -182,31 +238,10 @@ BeginQuorumEpochRequest = message(
                 F("LeaderEpoch", "int32"),
             ]),
         ]),
-        F("LeaderEndpoints", "[]LeaderEndpoint", "1+", ignorable=True, fields=[
-            F("Name", "string", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
+        _leader_endpoints(),
     ])
 
-BeginQuorumEpochResponse = message(
-    "BeginQuorumEpochResponse", kind="response", api_key=53, valid="0-1", flexible="1+", fields=[
-        F("ErrorCode", "int16"),
-        F("Topics", "[]TopicData", fields=[
-            F("TopicName", "string"),
-            F("Partitions", "[]PartitionData", fields=[
-                F("PartitionIndex", "int32"),
-                F("ErrorCode", "int16"),
-                F("LeaderId", "int32"),
-                F("LeaderEpoch", "int32"),
-            ]),
-        ]),
-        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
-            F("NodeId", "int32", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
-    ])
+BeginQuorumEpochResponse = _quorum_epoch_response("BeginQuorumEpochResponse", 53)
 
 EndQuorumEpochRequest = message(
     "EndQuorumEpochRequest", kind="request", api_key=54, valid="0-1", flexible="1+", fields=[
@@ -224,31 +259,10 @@ EndQuorumEpochRequest = message(
                 ]),
             ]),
         ]),
-        F("LeaderEndpoints", "[]LeaderEndpoint", "1+", ignorable=True, fields=[
-            F("Name", "string", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
+        _leader_endpoints(),
     ])
 
-EndQuorumEpochResponse = message(
-    "EndQuorumEpochResponse", kind="response", api_key=54, valid="0-1", flexible="1+", fields=[
-        F("ErrorCode", "int16"),
-        F("Topics", "[]TopicData", fields=[
-            F("TopicName", "string"),
-            F("Partitions", "[]PartitionData", fields=[
-                F("PartitionIndex", "int32"),
-                F("ErrorCode", "int16"),
-                F("LeaderId", "int32"),
-                F("LeaderEpoch", "int32"),
-            ]),
-        ]),
-        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
-            F("NodeId", "int32", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
-    ])
+EndQuorumEpochResponse = _quorum_epoch_response("EndQuorumEpochResponse", 54)
 
 FetchSnapshotRequest = message(
     "FetchSnapshotRequest", kind="request", api_key=59, valid="0-1", flexible="0+", fields=[
@@ -293,11 +307,7 @@ FetchSnapshotResponse = message(
                 F("UnalignedRecords", "records", default=b""),
             ]),
         ]),
-        F("NodeEndpoints", "[]NodeEndpoint", "1+", tag=0, fields=[
-            F("NodeId", "int32", "1+"),
-            F("Host", "string", "1+"),
-            F("Port", "uint16", "1+"),
-        ]),
+        _raft_node_endpoints(),
     ])
 
 AddRaftVoterRequest = message(
@@ -306,19 +316,10 @@ AddRaftVoterRequest = message(
         F("TimeoutMs", "int32"),
         F("VoterId", "int32"),
         F("VoterDirectoryId", "uuid"),
-        F("Listeners", "[]Listener", fields=[
-            F("Name", "string"),
-            F("Host", "string"),
-            F("Port", "uint16"),
-        ]),
+        _listeners(security_protocol=False),
     ])
 
-AddRaftVoterResponse = message(
-    "AddRaftVoterResponse", kind="response", api_key=80, valid="0", flexible="0+", fields=[
-        F("ThrottleTimeMs", "int32"),
-        F("ErrorCode", "int16"),
-        F("ErrorMessage", "string", nullable="0+", default=None, ignorable=True),
-    ])
+AddRaftVoterResponse = _voter_change_response("AddRaftVoterResponse", 80)
 
 RemoveRaftVoterRequest = message(
     "RemoveRaftVoterRequest", kind="request", api_key=81, valid="0", flexible="0+", fields=[
@@ -327,12 +328,7 @@ RemoveRaftVoterRequest = message(
         F("VoterDirectoryId", "uuid"),
     ])
 
-RemoveRaftVoterResponse = message(
-    "RemoveRaftVoterResponse", kind="response", api_key=81, valid="0", flexible="0+", fields=[
-        F("ThrottleTimeMs", "int32"),
-        F("ErrorCode", "int16"),
-        F("ErrorMessage", "string", nullable="0+", default=None, ignorable=True),
-    ])
+RemoveRaftVoterResponse = _voter_change_response("RemoveRaftVoterResponse", 81)
 
 UpdateRaftVoterRequest = message(
     "UpdateRaftVoterRequest", kind="request", api_key=82, valid="0", flexible="0+", fields=[
@@ -340,11 +336,7 @@ UpdateRaftVoterRequest = message(
         F("CurrentLeaderEpoch", "int32"),
         F("VoterId", "int32"),
         F("VoterDirectoryId", "uuid"),
-        F("Listeners", "[]Listener", fields=[
-            F("Name", "string"),
-            F("Host", "string"),
-            F("Port", "uint16"),
-        ]),
+        _listeners(security_protocol=False),
         F("KRaftVersionFeature", "KRaftVersionFeature", fields=[
             F("MinSupportedVersion", "int16"),
             F("MaxSupportedVersion", "int16"),
@@ -370,17 +362,8 @@ BrokerRegistrationRequest = message(
         F("BrokerId", "int32"),
         F("ClusterId", "string"),
         F("IncarnationId", "uuid"),
-        F("Listeners", "[]Listener", fields=[
-            F("Name", "string"),
-            F("Host", "string"),
-            F("Port", "uint16"),
-            F("SecurityProtocol", "int16"),
-        ]),
-        F("Features", "[]Feature", fields=[
-            F("Name", "string"),
-            F("MinSupportedVersion", "int16"),
-            F("MaxSupportedVersion", "int16"),
-        ]),
+        _listeners(security_protocol=True),
+        _supported_features(),
         F("Rack", "string", nullable="0+"),
         F("IsMigratingZkBroker", "bool", "1+", default=False),
         F("LogDirs", "[]uuid", "2+"),
@@ -431,17 +414,8 @@ ControllerRegistrationRequest = message(
         F("ControllerId", "int32"),
         F("IncarnationId", "uuid"),
         F("ZkMigrationReady", "bool"),
-        F("Listeners", "[]Listener", fields=[
-            F("Name", "string"),
-            F("Host", "string"),
-            F("Port", "uint16"),
-            F("SecurityProtocol", "int16"),
-        ]),
-        F("Features", "[]Feature", fields=[
-            F("Name", "string"),
-            F("MinSupportedVersion", "int16"),
-            F("MaxSupportedVersion", "int16"),
-        ]),
+        _listeners(security_protocol=True),
+        _supported_features(),
     ])
 
 ControllerRegistrationResponse = message(
