@@ -72,6 +72,11 @@ class _Scan(NamedTuple):
     stamp_in_place: bool = True
 
 
+# Builds a _Scan from a tuple of all five fields, without the NamedTuple's Python-level
+# __new__ and its keywords (most of a microsecond; this runs on every append).
+_new_scan = tuple.__new__
+
+
 def _one_batch(data):
     """Whether `data` (bytes) declares exactly one batch: its batch length covers it all.
     The scan checks the framing; this only picks how the append is written."""
@@ -221,8 +226,10 @@ class Log:
         first_base = self._segments[0].base_offset
         self._log_start = min(max(log_start or 0, first_base), self._leo)
         self._delete_segments_below(self._log_start)
-        self._epochs.truncate_from_end(self._leo)
+        # Start, then end: an entry the start clamps to the log end (an empty log) is dropped
+        # like any entry at or after the end, so a clean and a crash reopen agree.
         self._epochs.truncate_from_start(self._log_start)
+        self._epochs.truncate_from_end(self._leo)
         self._hw = min(max(high_watermark or 0, self._log_start), self._leo)
         self._durable_offset = self._leo
         self._checkpoint_ms = now
@@ -375,11 +382,11 @@ class Log:
                     leader_epoch=epoch)
                 scan = _Scan(verify_records=False)
             else:
-                scan = _Scan(assign_offset=self._leo, stamp_epoch=epoch,
-                             verify_records=self.config.verify_records,
-                             stamp_in_place=not patch)
+                scan = _new_scan(_Scan, (-1, self._leo, epoch, self.config.verify_records,
+                                         not patch))
             base = self._append_locked(encoded, scan, patch)
-        self._after_append(sync)
+        if sync and self.config.fsync == "always":  # `_after_append`, written out
+            self._sync_through(self._leo)
         return base
 
     def append_as_follower(self, batches, *, sync=True):
@@ -401,26 +408,28 @@ class Log:
         did not write: they go out in a patched copy of its first 16 bytes, followed by
         the rest of `data`, in one write."""
         size = len(data)
+        config = self.config
         if size == 0:
             raise InvalidAppendError("nothing to append: no record batches given")
-        if size > self.config.max_append_bytes:
+        if size > config.max_append_bytes:
             raise InvalidAppendError(
                 f"an append of {size} bytes is above max_append_bytes "
-                f"({self.config.max_append_bytes})")
-        if size > self.config.segment_bytes:
+                f"({config.max_append_bytes})")
+        if size > config.segment_bytes:
             raise InvalidAppendError(
                 f"an append of {size} bytes cannot fit a segment of segment_bytes "
-                f"({self.config.segment_bytes})")
+                f"({config.segment_bytes})")
         now = self._clock()
         segment = self._segments[-1]
         # Check (and stamp) the batches before anything changes: a refused append must not
         # even roll a segment. A roll means scanning again for the new segment's positions.
+        # (`_overflows` is written out here: this runs on every append.)
         result = self._scan_for(segment, data, scan)
-        if segment.size and (self._overflows(segment, result)
+        if segment.size and (result.next_offset - 1 - segment.base_offset > INT32_MAX
                              or self._should_roll(segment, size, now)):
             segment = self._roll(now)
             result = self._scan_for(segment, data, scan)
-        if self._overflows(segment, result):
+        if result.next_offset - 1 - segment.base_offset > INT32_MAX:
             raise InvalidAppendError("the append spans more than 2^31 offsets")
         if patch:
             data = [_HEADER_PATCH.pack(result.first_offset, size - 12, scan.stamp_epoch),
@@ -458,13 +467,15 @@ class Log:
 
     def _scan_for(self, segment, data, scan):
         # positional: this runs on every append, and keywords cost a microsecond
+        expected_offset, assign_offset, stamp_epoch, verify_records, stamp_in_place = scan
+        config = self.config
         return codec.scan_batches(
-            data, segment.base_offset, segment.size, self.config.index_interval_bytes,
+            data, segment.base_offset, segment.size, config.index_interval_bytes,
             segment.bytes_since_index, segment.max_timestamp,
             segment.offset_of_max_timestamp, segment.last_index_timestamp,
-            self._epochs.latest_epoch, scan.expected_offset, scan.assign_offset,
-            scan.stamp_epoch, False, scan.verify_records, True, False,
-            self.config.max_batch_bytes, scan.stamp_in_place)
+            self._epochs.latest_epoch, expected_offset, assign_offset,
+            stamp_epoch, False, verify_records, True, False,
+            config.max_batch_bytes, stamp_in_place)
 
     @staticmethod
     def _overflows(segment, result):
