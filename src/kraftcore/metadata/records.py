@@ -14,6 +14,9 @@ A value (§5.1) is `uvarint frameVersion (1) | uvarint apiKey | uvarint version 
 batch it is the value of a record with a null key, no headers and timestampDelta 0.
 """
 
+import contextlib
+import gc
+
 from kraftcore import codec
 from kraftcore.errors import EncodeError, ProtocolError, UnsupportedVersionError
 from kraftcore.protocol.schema import Field as F, message
