@@ -535,15 +535,49 @@ cdef list _decode(object buffer, bint verify, bint build):
     return out
 
 
+cdef int _check_crc_and_records(const uint8_t *data, RecordBatch b) except -1:
+    """`_check_crc` then `_attach_records(b, None, data, False)` of an uncompressed batch,
+    with the same outcome (a CRC mismatch is reported before any record error), with the
+    GIL released once for both (a large batch): the CRC and the C record walk
+    (`_records_well_formed`, safe on any bytes) run back to back, and only then are their
+    verdicts read, the CRC's first. A batch the walk refuses is walked again by
+    `_walk_records`, which raises the exact error (or accepts it)."""
+    cdef Py_ssize_t start = b.position + HEADER_BYTES
+    cdef Py_ssize_t end = b.position + LOG_OVERHEAD + b.batch_length
+    cdef const uint8_t *crc_start = data + b.position + ATTRIBUTES_OFFSET
+    cdef size_t crc_bytes = <size_t>(end - b.position - ATTRIBUTES_OFFSET)
+    cdef bint log_append = (b.attributes & 0x08) != 0
+    cdef uint32_t actual
+    cdef bint ok
+    if end - start >= NOGIL_BYTES_MIN:
+        with nogil:
+            actual = kc_crc32c_update(CRC_INIT, crc_start, crc_bytes) ^ CRC_INIT
+            ok = _records_well_formed(data, start, end, b.records_count, b.last_offset_delta,
+                                      b.base_timestamp, log_append)
+    else:
+        actual = kc_crc32c_update(CRC_INIT, crc_start, crc_bytes) ^ CRC_INIT
+        ok = _records_well_formed(data, start, end, b.records_count, b.last_offset_delta,
+                                  b.base_timestamp, log_append)
+    if actual != b.crc:
+        raise CorruptRecordError(
+            f"CRC mismatch: stored {b.crc:#010x}, computed {actual:#010x}", b.position)
+    if not ok:
+        _walk_records(b, data, start, end, False)  # raises the exact error, or accepts
+    return 0
+
+
 cdef int _check_batch(const uint8_t *data, Py_ssize_t pos, Py_ssize_t total,
                       int verify_records, kc_batch_info *out) except -1:
     """Check the batch at `pos` (framing, CRC and, with `verify_records`, every record) and
     copy its header fields to `out`. Exported to the other kernels through
     `_check_batch_capsule` (the twin of `kraftcore._py.records.check_batch`)."""
     cdef RecordBatch b = _read_header(data, pos, total)
-    _check_crc(data, b)
-    if verify_records:
-        _attach_records(b, None, data, False)
+    if verify_records and (b.attributes & 0x07) == CODEC_NONE:
+        _check_crc_and_records(data, b)
+    else:
+        _check_crc(data, b)
+        if verify_records:
+            _attach_records(b, None, data, False)
     out.base_offset = b.base_offset
     out.batch_length = b.batch_length
     out.partition_leader_epoch = b.partition_leader_epoch

@@ -281,3 +281,50 @@ def test_assigning_without_stamping_in_place_leaves_the_buffer_and_finds_the_sam
     with pytest.raises(Exception, match="below the log's latest epoch"):
         impl.segment.scan_batches(data, 1000, assign_offset=1000, stamp_epoch=3,
                                   strict_epochs=True, latest_epoch=9, stamp_in_place=False)
+
+
+def _with_crc(batch):
+    """`batch` (one batch, bytearray) with its CRC recomputed over its bytes after the CRC
+    field, so that damage below it reaches the record checks."""
+    from kraftcore._py.crc32c import crc32c
+
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return batch
+
+
+@needs_both
+@pytest.mark.parametrize("fix_crc", [True, False])
+def test_implementations_agree_on_damaged_records_of_a_large_batch(fix_crc):
+    """A batch above limits.NOGIL_BYTES_MIN takes the native path that runs the CRC and the
+    record walk in one GIL release: damage in its records is reported as by the pure
+    kernel, the CRC mismatch first when the CRC was not fixed, the record error when it
+    was (same error type and position)."""
+    import random
+
+    from kraftcore import limits
+    from kraftcore._py import records
+
+    py, c = _both()
+    clean = _batches(records, 1, per_batch=60, value_bytes=limits.NOGIL_BYTES_MIN // 50)
+    assert len(clean) > limits.NOGIL_BYTES_MIN + 61
+    rng = random.Random(7)
+    positions = [61, 62, 63, 64, 65, 66, 67, len(clean) - 1, len(clean) - 2]
+    positions += [rng.randrange(61, len(clean)) for _ in range(30)]
+    for position in positions:
+        for value in (0x00, 0x7F, 0x80, 0xFF, clean[position] ^ 1):
+            damaged = bytearray(clean)
+            damaged[position] = value
+            if fix_crc:
+                _with_crc(damaged)
+            damaged = bytes(damaged)
+            outcomes = []
+            for kernel in (py, c):
+                try:
+                    kernel.scan_batches(damaged, 0)
+                    outcomes.append(None)
+                except (CorruptRecordError, InvalidAppendError) as exc:
+                    outcomes.append((type(exc).__name__, exc.position, str(exc)))
+            py_outcome, c_outcome = (o and o[:2] for o in outcomes)  # messages may differ
+            assert py_outcome == c_outcome, (position, value)
+            if not fix_crc and damaged != clean:
+                assert all("CRC mismatch" in o[2] for o in outcomes), (position, value)
