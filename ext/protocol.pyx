@@ -334,6 +334,8 @@ cdef object _uuid(const uint8_t *p):
     if found != NULL and memcmp(_uuid_raw[slot], p, 16) == 0:
         return <object>found
     value = kc_bytes_subtype(Uuid, PyBytes_FromStringAndSize(<const char *>p, 16))
+    # the allocation may have run other code (a collection, another thread): re-read
+    found = _uuid_obj[slot]
     Py_XDECREF(found)
     Py_INCREF(value)
     _uuid_obj[slot] = <PyObject *>value
@@ -573,7 +575,10 @@ cdef int _write_scalar(_Out out, int kind, int flags, object value, str label) e
     if kind == FLOAT64:
         if PyBool_Check(value) or not (PyLong_Check(value) or PyFloat_Check(value)):
             raise EncodeError(f"{label} must be a float, not {type(value).__name__}")
-        f = value
+        try:
+            f = value
+        except OverflowError:
+            raise EncodeError(f"{label} is out of a float64's range") from None
         kc_put_be64(out.room(8), (<uint64_t *>&f)[0])
         out.size += 8
         return 0
@@ -715,14 +720,34 @@ cdef int _write_tags_merged(_Out out, tuple prog, object obj, object unknown) ex
             fields.append((op[5], data.take()))
     known = {item[0] for item in fields}
     tagmap = prog[3]
-    fields.extend((tag, raw) for tag, raw in unknown if tag not in tagmap and tag not in known)
+    fields.extend((tag, raw) for tag, raw in _checked_unknown(unknown, prog[5])
+                  if tag not in tagmap and tag not in known)
     fields.sort(key=_first)
     out.uvarint(len(fields))
+    cdef bytes data_bytes
     for tag, raw in fields:
+        data_bytes = raw
         out.uvarint(tag)
-        out.uvarint(len(raw))
-        out.put(<const char *>(<bytes>raw), len(raw))
+        out.uvarint(len(data_bytes))
+        out.put(<const char *>data_bytes, len(data_bytes))
     return 0
+
+
+def _checked_unknown(unknown, name):
+    """Kept unknown tagged fields as (tag, bytes) pairs; anything else is an EncodeError."""
+    checked = []
+    for item in unknown:
+        try:
+            tag, data = item
+        except (TypeError, ValueError):
+            raise EncodeError(f"{name}._unknown_tags holds {item!r}, not a (tag, bytes) pair") from None
+        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= 0x7FFFFFFF:
+            raise EncodeError(f"{name}._unknown_tags has a bad tag {tag!r}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise EncodeError(f"{name}._unknown_tags[{tag}] must hold bytes, not "
+                              f"{type(data).__name__}")
+        checked.append((tag, bytes(data)))
+    return checked
 
 
 def _first(item):

@@ -305,3 +305,37 @@ def test_uuid_text_form():
     assert ZERO_UUID not in ids and METADATA_TOPIC_ID not in ids and len(ids) == 100
     assert not any(str(u).startswith("-") for u in ids)
     assert struct.unpack(">QQ", METADATA_TOPIC_ID) == (0, 1)
+
+
+def test_kept_unknown_tags_must_be_tag_and_bytes_pairs(impl):
+    prog = Sample.program(2)
+    value = Sample()
+    value._unknown_tags = [(9, bytearray(b"xy")), (7, memoryview(b"z"))]
+    data = impl.protocol.encode_struct(prog, value)
+    assert data.endswith(bytes.fromhex("02" "07" "01" "7a" "09" "02" "7879"))
+    big = Sample()
+    big._unknown_tags = [(9, bytearray(200_000))]
+    assert impl.protocol.decode_message(prog, impl.protocol.encode_struct(prog, big))._unknown_tags == [
+        (9, bytes(200_000))]
+    for bad, what in (([(9, "abc")], "must hold bytes"), ([(-1, b"")], "bad tag"),
+                      ([(True, b"")], "bad tag"), ([9], "not a \\(tag, bytes\\) pair")):
+        value._unknown_tags = bad
+        with pytest.raises(EncodeError, match=what):
+            impl.protocol.encode_struct(prog, value)
+
+
+def test_a_float64_out_of_range(impl):
+    with pytest.raises(EncodeError, match="float64's range"):
+        impl.protocol.encode_struct(Sample.program(0), Sample(ratio=10 ** 400))
+
+
+def test_a_null_element_is_reported_where_it_is_met():
+    # [null, then a string claiming 126 bytes]: both kernels stop at the null element
+    Names = message("Names", valid="0", flexible="0+", fields=[
+        F("Names", "[]string", nullable="0+", default=None)])
+    errors = set()
+    for kernel in KERNELS.values():
+        with pytest.raises(ProtocolError, match="holds a null element") as info:
+            kernel.decode_message(Names.program(0), bytes.fromhex("03007f"))
+        errors.add(str(info.value))
+    assert len(errors) == 1

@@ -162,3 +162,12 @@ def test_decoder_limits_are_checked():
         FrameDecoder(max_frame_bytes=0)
     assert FrameDecoder().max_frame_bytes == 100 * 1024 * 1024
     assert FrameDecoder().feed(_frames([b""])) == [b""]
+
+
+def test_a_failed_decoder_raises_fresh_errors():
+    decoder = FrameDecoder(max_frame_bytes=8)
+    with pytest.raises(ProtocolError) as first:
+        decoder.feed(struct.pack(">i", 9))
+    with pytest.raises(ProtocolError) as again:
+        decoder.feed(b"x")
+    assert again.value is not first.value and str(again.value) == str(first.value)

@@ -160,9 +160,12 @@ def _read_field(r, op):
                 raise ProtocolError(
                     f"{label} claims {n} elements, impossible in {r.end - r.pos} bytes", start)
             if kind == ARRAY:
-                value = [_read_scalar(r, sub, flags, label) for _ in range(n)]
-                if sub in (STRING, BYTES) and None in value:
-                    raise ProtocolError(f"{label} holds a null element", start)
+                value = []
+                for _ in range(n):
+                    element = _read_scalar(r, sub, flags, label)
+                    if element is None:
+                        raise ProtocolError(f"{label} holds a null element", start)
+                    value.append(element)
             else:
                 value = [_read_struct(r, sub) for _ in range(n)]
     else:
@@ -322,7 +325,10 @@ def _write_scalar(out, kind, flags, value, label):
         if kind == FLOAT64:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise EncodeError(f"{label} must be a float, not {type(value).__name__}")
-            out += fixed.pack(value)
+            try:
+                out += fixed.pack(float(value))
+            except OverflowError:
+                raise EncodeError(f"{label} is out of a float64's range") from None
             return
         if not isinstance(value, int) or isinstance(value, bool):
             raise EncodeError(f"{label} must be an int, not {type(value).__name__}")
@@ -414,7 +420,7 @@ def _write_struct(out, prog, obj):
     unknown = obj._unknown_tags
     if unknown:
         known = {tag for tag, _ in fields}
-        fields.extend((tag, data) for tag, data in unknown
+        fields.extend((tag, data) for tag, data in _checked_unknown(unknown, prog[5])
                       if tag not in prog[3] and tag not in known)
         fields.sort(key=lambda item: item[0])
     _uvarint(out, len(fields))
@@ -422,6 +428,23 @@ def _write_struct(out, prog, obj):
         _uvarint(out, tag)
         _uvarint(out, len(data))
         out += data
+
+
+def _checked_unknown(unknown, name):
+    """Kept unknown tagged fields as (tag, bytes) pairs; anything else is an EncodeError."""
+    checked = []
+    for item in unknown:
+        try:
+            tag, data = item
+        except (TypeError, ValueError):
+            raise EncodeError(f"{name}._unknown_tags holds {item!r}, not a (tag, bytes) pair") from None
+        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= 0x7FFFFFFF:
+            raise EncodeError(f"{name}._unknown_tags has a bad tag {tag!r}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise EncodeError(f"{name}._unknown_tags[{tag}] must hold bytes, not "
+                              f"{type(data).__name__}")
+        checked.append((tag, bytes(data)))
+    return checked
 
 
 def encode_struct(prog, obj):

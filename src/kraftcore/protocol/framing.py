@@ -182,7 +182,7 @@ class FrameDecoder:
 
     def feed(self, data):
         if self._error is not None:
-            raise self._error
+            raise ProtocolError(*self._error)  # a fresh error: no traceback piles up
         self._buffer += data
         frames = []
         buf = self._buffer
@@ -190,10 +190,9 @@ class FrameDecoder:
         while len(buf) - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_frame_bytes:
-                self._error = ProtocolError(
-                    f"frame size {size} is outside [0, {self.max_frame_bytes}]",
-                    self._consumed + pos)
-                raise self._error
+                self._error = (f"frame size {size} is outside [0, {self.max_frame_bytes}]",
+                               self._consumed + pos)
+                raise ProtocolError(*self._error)
             if len(buf) - pos - 4 < size:
                 break
             frames.append(bytes(buf[pos + 4:pos + 4 + size]))
