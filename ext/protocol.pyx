@@ -18,7 +18,8 @@ from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_pu
 
 from kraftcore.errors import EncodeError, ProtocolError
 from kraftcore.protocol.uuid import Uuid
-from kraftcore._py.protocol import EMPTY_ELEMENTS_MAX as _EMPTY_MAX, FRAME_VERSION as _FRAME
+from kraftcore._py.protocol import (EMPTY_ELEMENTS_MAX as _EMPTY_MAX, FRAME_VERSION as _FRAME,
+                                    _checked_unknown)
 
 cdef extern from "Python.h":
     """
@@ -731,23 +732,6 @@ cdef int _write_tags_merged(_Out out, tuple prog, object obj, object unknown) ex
         out.uvarint(len(data_bytes))
         out.put(<const char *>data_bytes, len(data_bytes))
     return 0
-
-
-def _checked_unknown(unknown, name):
-    """Kept unknown tagged fields as (tag, bytes) pairs; anything else is an EncodeError."""
-    checked = []
-    for item in unknown:
-        try:
-            tag, data = item
-        except (TypeError, ValueError):
-            raise EncodeError(f"{name}._unknown_tags holds {item!r}, not a (tag, bytes) pair") from None
-        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= 0x7FFFFFFF:
-            raise EncodeError(f"{name}._unknown_tags has a bad tag {tag!r}")
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise EncodeError(f"{name}._unknown_tags[{tag}] must hold bytes, not "
-                              f"{type(data).__name__}")
-        checked.append((tag, bytes(data)))
-    return checked
 
 
 def _first(item):

@@ -56,17 +56,24 @@ def _adopt(cls, module):
 # ------------------------------------------------------------------------------ schemas
 # Field order, versions, tags and defaults as in Kafka's metadata/*.json (kafka-facts §5.2).
 
+def _endpoints_and_features(role):
+    """The listeners and supported features a broker or a controller registers with."""
+    return [
+        F("EndPoints", f"[]{role}Endpoint", fields=[
+            F("Name", "string"), F("Host", "string"), F("Port", "uint16"),
+            F("SecurityProtocol", "int16")]),
+        F("Features", f"[]{role}Feature", fields=[
+            F("Name", "string"), F("MinSupportedVersion", "int16"),
+            F("MaxSupportedVersion", "int16")]),
+    ]
+
+
 RegisterBrokerRecord = _record("RegisterBrokerRecord", 0, "0-3", [
     F("BrokerId", "int32"),
     F("IsMigratingZkBroker", "bool", "2+", default=False),
     F("IncarnationId", "uuid"),
     F("BrokerEpoch", "int64"),
-    F("EndPoints", "[]BrokerEndpoint", fields=[
-        F("Name", "string"), F("Host", "string"), F("Port", "uint16"),
-        F("SecurityProtocol", "int16")]),
-    F("Features", "[]BrokerFeature", fields=[
-        F("Name", "string"), F("MinSupportedVersion", "int16"),
-        F("MaxSupportedVersion", "int16")]),
+    *_endpoints_and_features("Broker"),
     F("Rack", "string", nullable="0+"),
     F("Fenced", "bool", default=True),
     F("InControlledShutdown", "bool", "1+", default=False),
@@ -219,12 +226,7 @@ RegisterControllerRecord = _record("RegisterControllerRecord", 27, "0", [
     F("ControllerId", "int32"),
     F("IncarnationId", "uuid"),
     F("ZkMigrationReady", "bool"),
-    F("EndPoints", "[]ControllerEndpoint", fields=[
-        F("Name", "string"), F("Host", "string"), F("Port", "uint16"),
-        F("SecurityProtocol", "int16")]),
-    F("Features", "[]ControllerFeature", fields=[
-        F("Name", "string"), F("MinSupportedVersion", "int16"),
-        F("MaxSupportedVersion", "int16")]),
+    *_endpoints_and_features("Controller"),
 ])
 
 # ------------------------------------------------------------------------------ registry
