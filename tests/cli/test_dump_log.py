@@ -171,3 +171,14 @@ def test_cli_entry(segment, capsys):
     assert "PARTITION_RECORD" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["dump-log"])
+
+
+def test_unknown_control_type_shows_its_id(tmp_path):
+    from kraftcore import codec
+
+    batch = codec.encode_batch([b"\x00\x00"], keys=[struct.pack(">hh", 0, 42)], control=True,
+                               base_offset=0, leader_epoch=1, timestamp=TS)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(batch)
+    status, out, _ = _run(str(path), "--metadata-decoder")
+    assert status == 0 and "controlType: UNKNOWN(42)" in out

@@ -129,8 +129,10 @@ def _dump_records(batch, p):
             elif type_id in (control.ABORT, control.COMMIT):
                 text = (f"{_record_prefix(record)} endTxnMarker: {name} "
                         f"coordinatorEpoch: {msg.coordinator_epoch}")
-            else:
-                text = f"{_record_prefix(record)} controlType: {name}({type_id})"
+            else:  # a type this reader does not know: show the id the key holds
+                raw_type = struct.unpack_from(">h", record.key, 2)[0]
+                entry["controlTypeId"] = raw_type
+                text = f"{_record_prefix(record)} controlType: {name}({raw_type})"
             p.emit(text, entry)
         return
     values = [r.value for r in recs]
