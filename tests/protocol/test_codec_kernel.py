@@ -339,3 +339,18 @@ def test_a_null_element_is_reported_where_it_is_met():
             kernel.decode_message(Names.program(0), bytes.fromhex("03007f"))
         errors.add(str(info.value))
     assert len(errors) == 1
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_json_round_trip(version):
+    import json
+
+    value = _full(version)
+    doc = json.loads(json.dumps(value.to_json(version)))
+    assert Sample.from_json(doc, version) == value
+    with pytest.raises(ValueError, match="Sample.int must be an integer"):
+        Sample.from_json({"int": "x"}, version)
+    with pytest.raises(ValueError, match="Sample.small = 300 is out of the int8 range"):
+        Sample.from_json({"small": 300}, version)
+    with pytest.raises(ValueError, match="Sample.blob must be base64"):
+        Sample.from_json({"blob": "%%"}, version)

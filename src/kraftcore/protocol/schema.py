@@ -165,6 +165,13 @@ class Struct:
         as base64). With `version`, only the fields that version carries."""
         return _to_json(self, version)
 
+    @classmethod
+    def from_json(cls, doc, version):
+        """The inverse of `to_json(version)`: build an instance from a parsed JSON object.
+        Fields the version carries may be absent (they get their defaults); a value of the
+        wrong type or range raises ValueError naming the field. Unknown keys are ignored."""
+        return _from_json(cls, doc, version)
+
 
 class Message(Struct):
     """A top-level message: a request, a response, a header or a metadata record."""
@@ -289,6 +296,75 @@ def _to_json(obj, version):
             continue
         out[f.json_name] = _json_value(getattr(obj, f.attr), version)
     return out
+
+
+_JSON_INTS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
+_JSON_UINTS = {"uint16": 16, "uint32": 32}
+
+
+def _scalar_from_json(kind, value, where):
+    if value is None:
+        raise ValueError(f"{where} holds a null element")
+    if kind in _JSON_INTS or kind in _JSON_UINTS:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{where} must be an integer, not {value!r}")
+        low, high = ((-(1 << _JSON_INTS[kind]), (1 << _JSON_INTS[kind]) - 1) if kind in _JSON_INTS
+                     else (0, (1 << _JSON_UINTS[kind]) - 1))
+        if not low <= value <= high:
+            raise ValueError(f"{where} = {value} is out of the {kind} range")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, not {value!r}")
+        return value
+    if kind == "float64":
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"{where} must be a number, not {value!r}")
+        return float(value)
+    if kind == "string":
+        if not isinstance(value, str):
+            raise ValueError(f"{where} must be a string, not {value!r}")
+        return value
+    if kind == "uuid":
+        try:
+            return Uuid.from_str(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(value, validate=True)
+    except (TypeError, binascii.Error):
+        raise ValueError(f"{where} must be base64 text, not {value!r}") from None
+
+
+def _from_json(cls, doc, version):
+    if not isinstance(doc, dict):
+        raise ValueError(f"{cls.__name__} must be a JSON object, not {type(doc).__name__}")
+    values = {}
+    for f in cls._fields:
+        if f.json_name not in doc or not in_range(version, f.versions):
+            continue
+        value, where = doc[f.json_name], f"{cls.__name__}.{f.json_name}"
+        if value is None:
+            if not in_range(version, f.nullable):
+                raise ValueError(f"{where} is null but the field is not nullable")
+            values[f.attr] = None
+        elif f.struct is not None:
+            if f.is_array:
+                if not isinstance(value, list):
+                    raise ValueError(f"{where} must be a list")
+                values[f.attr] = [_from_json(f.struct, v, version) for v in value]
+            else:
+                values[f.attr] = _from_json(f.struct, value, version)
+        elif f.is_array:
+            if not isinstance(value, list):
+                raise ValueError(f"{where} must be a list")
+            values[f.attr] = [_scalar_from_json(f.element, v, where) for v in value]
+        else:
+            values[f.attr] = _scalar_from_json(f.type, value, where)
+    return cls(**values)
 
 
 def _make_struct(name, fields, base, owner_structs, namespace):
