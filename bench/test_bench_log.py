@@ -214,6 +214,31 @@ def _sync_points(total, syncs):
     return {(k * total) // syncs - 1 for k in range(1, syncs + 1)}
 
 
+def _bench_log_appends(benchmark, batches, rounds, fsyncs, run, *, fsync, group, rounds_key,
+                       call):
+    """Time `run(log)` on a fresh Log(fsync=...) per round, check what it wrote (durable
+    unless fsync="never", which must not fsync at all) and report it under `group`."""
+    counts = []
+
+    def setup():
+        log = rounds.open_log(fsync=fsync)
+        fsyncs[0] = 0
+        return (log,), {}
+
+    def teardown(log):
+        _check_log(log, durable=fsync != "never")
+        if fsync == "never":
+            assert fsyncs[0] == 0
+        counts.append(fsyncs[0])
+        rounds.close_log(log)
+
+    benchmark.pedantic(run, setup=setup, teardown=teardown, rounds=ROUNDS[rounds_key],
+                       warmup_rounds=WARMUP_ROUNDS)
+    extra = {} if fsync == "never" else {"fsyncs_per_round": statistics.median(counts or [0])}
+    _describe(benchmark, LOG_PEER, batches, call=call, **extra)
+    _remember(benchmark, group, LOG_PEER)
+
+
 # ------------------------------------------------------------------------------ fsync=never
 
 
@@ -221,25 +246,14 @@ def _sync_points(total, syncs):
 def test_append_never_log(benchmark, batches, rounds, fsyncs):
     """Log(fsync="never"): `append(batch)` 64 times. The data stays in the page cache."""
 
-    def setup():
-        log = rounds.open_log(fsync="never")
-        fsyncs[0] = 0
-        return (log,), {}
-
     def run(log):
         append = log.append
         for batch in batches:
             append(batch)
 
-    def teardown(log):
-        _check_log(log, durable=False)
-        assert fsyncs[0] == 0
-        rounds.close_log(log)
-
-    benchmark.pedantic(run, setup=setup, teardown=teardown, rounds=ROUNDS["never"],
-                       warmup_rounds=WARMUP_ROUNDS)
-    _describe(benchmark, LOG_PEER, batches, call=f"Log.append(batch) x{BATCHES}, fsync='never'")
-    _remember(benchmark, "log-append-never", LOG_PEER)
+    _bench_log_appends(benchmark, batches, rounds, fsyncs, run, fsync="never",
+                       group="log-append-never", rounds_key="never",
+                       call=f"Log.append(batch) x{BATCHES}, fsync='never'")
 
 
 @pytest.mark.benchmark(group="log-append-never")
@@ -267,12 +281,6 @@ def test_append_group_commit_log(benchmark, batches, rounds, fsyncs):
     """Log(fsync="always"): 8 times, `append(batch, sync=False)` x8 then `flush()`:
     8 fsyncs per round."""
     groups = [batches[i:i + GROUP] for i in range(0, len(batches), GROUP)]
-    counts = []
-
-    def setup():
-        log = rounds.open_log(fsync="always")
-        fsyncs[0] = 0
-        return (log,), {}
 
     def run(log):
         append, flush = log.append, log.flush
@@ -281,16 +289,10 @@ def test_append_group_commit_log(benchmark, batches, rounds, fsyncs):
                 append(batch, sync=False)
             flush()
 
-    def teardown(log):
-        _check_log(log, durable=True)
-        counts.append(fsyncs[0])
-        rounds.close_log(log)
-
-    benchmark.pedantic(run, setup=setup, teardown=teardown, rounds=ROUNDS["group"],
-                       warmup_rounds=WARMUP_ROUNDS)
-    _describe(benchmark, LOG_PEER, batches, fsyncs_per_round=statistics.median(counts or [0]),
-              call=f"(Log.append(batch, sync=False) x{GROUP}, Log.flush()) x{len(groups)}")
-    _remember(benchmark, "log-append-group-commit", LOG_PEER)
+    _bench_log_appends(
+        benchmark, batches, rounds, fsyncs, run, fsync="always",
+        group="log-append-group-commit", rounds_key="group",
+        call=f"(Log.append(batch, sync=False) x{GROUP}, Log.flush()) x{len(groups)}")
 
 
 @pytest.mark.benchmark(group="log-append-group-commit")
@@ -429,28 +431,15 @@ def test_append_threads_raw(benchmark, batches, rounds, tmp_path, fsyncs):
 @pytest.mark.benchmark(group="log-append-sync-each")
 def test_append_sync_each_log(benchmark, batches, rounds, fsyncs):
     """Log(fsync="always"): `append(batch)` (sync=True) 64 times, one fsync each."""
-    counts = []
-
-    def setup():
-        log = rounds.open_log(fsync="always")
-        fsyncs[0] = 0
-        return (log,), {}
 
     def run(log):
         append = log.append
         for batch in batches:
             append(batch)
 
-    def teardown(log):
-        _check_log(log, durable=True)
-        counts.append(fsyncs[0])
-        rounds.close_log(log)
-
-    benchmark.pedantic(run, setup=setup, teardown=teardown, rounds=ROUNDS["each"],
-                       warmup_rounds=WARMUP_ROUNDS)
-    _describe(benchmark, LOG_PEER, batches, fsyncs_per_round=statistics.median(counts or [0]),
-              call=f"Log.append(batch) x{BATCHES}, fsync='always'")
-    _remember(benchmark, "log-append-sync-each", LOG_PEER)
+    _bench_log_appends(benchmark, batches, rounds, fsyncs, run, fsync="always",
+                       group="log-append-sync-each", rounds_key="each",
+                       call=f"Log.append(batch) x{BATCHES}, fsync='always'")
 
 
 @pytest.mark.benchmark(group="log-append-sync-each")
