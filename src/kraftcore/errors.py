@@ -100,3 +100,29 @@ class StorageError(LogError, OSError):
 
 class LogClosedError(LogError):
     """The log was closed (or went offline after a storage error); reopen it."""
+
+
+class RaftError(KraftcoreError):
+    """Base class of the errors of `kraftcore.raft`."""
+
+
+class NotLeaderError(RaftError):
+    """A proposal reached a node that is not the leader of the epoch it named (or of any
+    epoch). `leader_id` and `epoch` say whom to ask instead (leader_id None: unknown)."""
+
+    def __init__(self, node_id, leader_id, epoch):
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.epoch = epoch
+        where = f"node {leader_id}" if leader_id is not None else "an unknown node"
+        super().__init__(f"node {node_id} is not the leader; epoch {epoch} is led by {where}, "
+                         "send proposals there")
+
+    def __reduce__(self):
+        return (type(self), (self.node_id, self.leader_id, self.epoch))
+
+
+class RaftStateError(RaftError):
+    """The quorum reached a state that must never happen (committed data about to be
+    truncated, two leaders in one epoch, a response naming this node leader when it is
+    not). The node must stop: continuing could lose or fork committed data."""

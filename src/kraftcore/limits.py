@@ -21,3 +21,10 @@ NOGIL_BYTES_MIN = 64 * 1024
 # Protocol frames (kafka-facts §6.1): the largest request or response a connection accepts,
 # Kafka's `socket.request.max.bytes` default. A larger size prefix fails the stream.
 FRAME_BYTES_MAX = 100 * 1024 * 1024
+
+# KRaft (kafka-facts §4.3): the largest batch a leader builds and the most a Fetch or
+# FetchSnapshot response carries (Kafka's MAX_BATCH_SIZE_BYTES / MAX_FETCH_SIZE_BYTES).
+RAFT_BATCH_BYTES_MAX = 8 * 1024 * 1024
+RAFT_FETCH_BYTES_MAX = 8 * 1024 * 1024
+# Proposals waiting for the next Ready on a leader; more raises instead of queueing.
+RAFT_PENDING_RECORDS_MAX = 1_000_000

@@ -1,0 +1,992 @@
+"""`RaftCore`: Kafka's Raft for the metadata quorum (KIP-595, pre-vote KIP-996, snapshots
+KIP-630) as a sans-I/O state machine. It reads no clock, socket, file or global random
+generator: time comes in as `now_ms`, randomness from the `random.Random` it is given, the
+log through `RaftStorage`, and everything it wants done goes out in a `Ready`
+(`kraftcore.raft.types` says in which order a driver acts on one).
+
+Inputs: `handle(message, now_ms)` for every request and response, `poll(now_ms)` when the
+deadline it last returned has passed, `propose(values)` on the leader, `resign(now_ms)`,
+`create_snapshot(end_offset, data)` from the state machine, `on_persisted(number)`.
+
+What the core guarantees (kafka-facts §7, §10):
+
+* a vote, an epoch or a leader is acted on only in messages sent after the election state
+  that records it (durable roles only; see `kraftcore.raft.quorum`);
+* a voter reports a fetch offset only in a Fetch sent after the records below it were
+  flushed, and the leader counts its own log only up to its flushed end;
+* the high watermark is a majority's offset, moves forward only, and passes the leader's
+  epoch start first (`kraftcore.raft.leader`); a follower's is min(leader's, log end);
+* a follower never truncates below its high watermark (`RaftStateError` instead);
+* the log start offset moves only to a snapshot's end offset.
+
+One request per destination is in flight at a time; a response whose correlation id is not
+the one outstanding (a duplicate, or the answer to a request given up) is ignored, so
+duplicated and reordered deliveries are harmless.
+"""
+
+from kraftcore import codec
+from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
+                              NotLeaderError, RaftStateError)
+from kraftcore.log.quorum_state import ElectionState
+from kraftcore.metadata.control import LeaderChangeMessage, encode_control_batch
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.raft import rpc
+from kraftcore.raft.config import RaftConfig
+from kraftcore.raft.leader import LeaderState
+from kraftcore.raft.quorum import QuorumState
+from kraftcore.raft.types import (BOOTSTRAP_SNAPSHOT_ID, LeaderAndEpoch, RaftMessage, Ready,
+                                  SnapshotId)
+
+NONE = ErrorCode.NONE
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
+FENCED_LEADER_EPOCH = ErrorCode.FENCED_LEADER_EPOCH
+UNKNOWN_LEADER_EPOCH = ErrorCode.UNKNOWN_LEADER_EPOCH
+NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
+BROKER_NOT_AVAILABLE = ErrorCode.BROKER_NOT_AVAILABLE
+INCONSISTENT_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
+INVALID_VOTER_KEY = ErrorCode.INVALID_VOTER_KEY
+SNAPSHOT_NOT_FOUND = ErrorCode.SNAPSHOT_NOT_FOUND
+POSITION_OUT_OF_RANGE = ErrorCode.POSITION_OUT_OF_RANGE
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+VOTE, BEGIN_EPOCH, END_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE = 52, 53, 54, 1, 59, 55
+_NEVER_MS = 1 << 62
+
+
+class _Inflight:
+    __slots__ = ("correlation_id", "deadline_ms", "tag")
+
+    def __init__(self, correlation_id, deadline_ms, tag):
+        self.correlation_id = correlation_id
+        self.deadline_ms = deadline_ms
+        self.tag = tag
+
+
+class _Parked:
+    """A Fetch the leader holds until it has something to say or `deadline_ms`."""
+
+    __slots__ = ("message", "replica", "fetch_offset", "deadline_ms")
+
+    def __init__(self, message, replica, fetch_offset, deadline_ms):
+        self.message = message
+        self.replica = replica
+        self.fetch_offset = fetch_offset
+        self.deadline_ms = deadline_ms
+
+
+class RaftCore:
+    def __init__(self, node_id, voters, storage, election_state=None, config=None, rng=None,
+                 now_ms=0):
+        if rng is None:
+            raise ValueError("RaftCore needs a seeded random.Random (rng=...)")
+        voters = frozenset(voters)
+        if not voters:
+            raise ValueError("the quorum needs at least one voter")
+        self.node_id = node_id
+        self.config = config or RaftConfig()
+        self.storage = storage
+        self.rng = rng
+        self.quorum = QuorumState(node_id, voters)
+        self.is_voter = self.quorum.is_voter
+        self._flushes = self.is_voter or self.config.observers_flush
+        self._now = now_ms
+        self._outbox = []
+        self._correlation = 0
+        self._inflight = {}
+        self._backoff_until = {}
+        self._parked = {}
+        self._ready_number = 0
+        self._pending_flushes = []  # (ready number, flush offset), oldest first
+        self._unflushed = False
+        self._durable_end = storage.log_end_offset
+        self.high_watermark = None
+        self._hw_changed = False
+        self._election_retries = 0
+        self._observer_cursor = rng.randrange(len(voters))
+        self._download = None
+        self._reported_leader = None
+        self._load_snapshot = None
+        latest = storage.latest_snapshot_id()
+        if storage.log_start_offset > 0 and latest is None:
+            raise RaftStateError(
+                f"node {node_id}: the log starts at {storage.log_start_offset} but there is "
+                "no snapshot there")
+        if latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID:
+            self._load_snapshot = latest
+        self._applied = latest.end_offset if latest is not None else 0
+        if self._applied < storage.log_start_offset:
+            self._applied = storage.log_start_offset
+        self.quorum.initialize(election_state, storage.last_fetched_epoch(),
+                               self._election_deadline(now_ms))
+        if voters == {node_id} and self.quorum.role != "leader":
+            self._start_election(now_ms, pre_vote=False)
+
+    # ================================================================ queries
+
+    @property
+    def role(self):
+        return self.quorum.role
+
+    @property
+    def epoch(self):
+        return self.quorum.epoch
+
+    @property
+    def leader_id(self):
+        return self.quorum.leader_id() if self.quorum.role != "resigned" else None
+
+    @property
+    def voted_id(self):
+        return self.quorum.state.voted_id
+
+    @property
+    def log_end_offset(self):
+        return self.storage.log_end_offset
+
+    @property
+    def voters(self):
+        return self.quorum.voters
+
+    def __repr__(self):
+        return (f"RaftCore(node={self.node_id}, {self.quorum.state!r}, hw={self.high_watermark}, "
+                f"leo={self.storage.log_end_offset})")
+
+    # ================================================================ timers
+
+    def _election_deadline(self, now_ms):
+        timeout = self.config.election_timeout_ms
+        return now_ms + timeout + self.rng.randrange(timeout)
+
+    def _election_backoff_ms(self):
+        retries = max(self._election_retries, 1)
+        bound = 1 << (min(20, retries - 1) + 1)
+        return min(self.config.election_backoff_base_ms * self.rng.randrange(bound),
+                   self.config.election_backoff_max_ms)
+
+    def _resignation_backoff_ms(self, preferred):
+        """Kafka's strict exponential backoff: the first preferred successor runs at once,
+        the others later the further down the list they are."""
+        limit = self.config.election_backoff_max_ms
+        if self.node_id not in preferred:
+            return limit
+        position = preferred.index(self.node_id)
+        if position == 0:
+            return 0
+        return min(limit, (limit >> (len(preferred) - 1)) << (position - 1))
+
+    def poll(self, now_ms):
+        """Fire every timer due at `now_ms`; return the next deadline (absolute ms).
+
+        Any input can move the deadline earlier: a driver calls `poll` after each batch
+        of inputs (it is cheap when nothing is due) and again at the deadline it returns."""
+        self._now = now_ms
+        for dest in [d for d, f in self._inflight.items() if f.deadline_ms <= now_ms]:
+            del self._inflight[dest]
+            self._backoff(dest)
+        state = self.quorum.state
+        role = state.name
+        if role == "leader":
+            self._poll_leader(state, now_ms)
+        elif state.deadline_ms is not None and now_ms >= state.deadline_ms:
+            if role == "follower":
+                self._on_fetch_timeout(now_ms)
+            elif role == "prospective":
+                self._on_election_lost(now_ms)
+            elif role == "candidate":
+                if state.backing_off:
+                    self._start_election(now_ms)
+                else:
+                    self._on_election_lost(now_ms)
+            elif role == "resigned":
+                self._transition_to_unattached(state.epoch + 1)
+            elif self.is_voter:  # unattached or voted
+                self._start_election(now_ms)
+        self._maybe_send_requests()
+        return self._next_deadline()
+
+    def _next_deadline(self):
+        state = self.quorum.state
+        deadline = _NEVER_MS if state.deadline_ms is None else state.deadline_ms
+        for flight in self._inflight.values():
+            deadline = min(deadline, flight.deadline_ms)
+        for until in self._backoff_until.values():
+            if until > self._now:
+                deadline = min(deadline, until)
+        if state.name == "leader":
+            if state.check_quorum_deadline_ms is not None:
+                deadline = min(deadline, state.check_quorum_deadline_ms)
+            for replica in state.others():
+                if not replica.acknowledged:
+                    deadline = min(deadline, replica.begin_epoch_due_ms)
+            for parked in self._parked.values():
+                deadline = min(deadline, parked.deadline_ms)
+        return deadline
+
+    # ================================================================ outbound
+
+    def _send(self, destination, body, tag=None):
+        self._correlation += 1
+        cid = self._correlation
+        self._inflight[destination] = _Inflight(
+            cid, self._now + self.config.request_timeout_ms, tag)
+        self._outbox.append(RaftMessage(self.node_id, destination, cid, body))
+
+    def _respond(self, request, body):
+        self._outbox.append(RaftMessage(self.node_id, request.source, request.correlation_id,
+                                        body))
+
+    def _can_send(self, destination):
+        return (destination not in self._inflight
+                and self._backoff_until.get(destination, 0) <= self._now)
+
+    def _backoff(self, destination):
+        self._backoff_until[destination] = self._now + self.config.retry_backoff_ms
+
+    def _maybe_send_requests(self):
+        state = self.quorum.state
+        role = state.name
+        if role in ("prospective", "candidate"):
+            if role == "candidate" and state.backing_off:
+                return
+            pre_vote = role == "prospective"
+            last_epoch = self.storage.last_fetched_epoch()
+            leo = self.storage.log_end_offset
+            for voter in state.unrecorded():
+                if self._can_send(voter):
+                    self._send(voter, rpc.vote_request(
+                        self.config.cluster_id, voter, state.epoch, self.node_id, last_epoch,
+                        leo, pre_vote), tag=state)
+        elif role == "follower":
+            self._maybe_send_fetch(state.leader_id, state)
+        elif role == "leader":
+            self._send_begin_quorum_epoch(state)
+        elif role == "unattached" and not self.is_voter:
+            voters = sorted(self.quorum.voters)
+            target = voters[self._observer_cursor % len(voters)]
+            self._maybe_send_fetch(target, state)
+
+    def _maybe_send_fetch(self, target, state):
+        if not self._can_send(target):
+            return
+        if self._download is not None:
+            self._send(target, rpc.fetch_snapshot_request(
+                self.config.cluster_id, self.node_id, state.epoch, self._download.snapshot_id,
+                self._download.size, self.config.fetch_max_bytes), tag=state)
+            return
+        self._send(target, rpc.fetch_request(
+            self.config.cluster_id, self.node_id, state.epoch, self.storage.log_end_offset,
+            self.storage.last_fetched_epoch(), self.config.fetch_max_wait_ms,
+            self.config.fetch_max_bytes), tag=state)
+
+    # ================================================================ transitions
+
+    def _reset_role(self):
+        self._inflight.clear()
+        self._backoff_until.clear()
+        if self._download is not None:
+            self._download.abort()
+            self._download = None
+        self._flush_parked(NOT_LEADER)
+
+    def _transition_to_unattached(self, epoch, deadline_ms=None):
+        self._reset_role()
+        self.quorum.transition_to_unattached(
+            epoch, self._election_deadline(self._now) if deadline_ms is None else deadline_ms)
+
+    def _transition_to_follower(self, epoch, leader_id):
+        self._reset_role()
+        self._election_retries = 0
+        self.quorum.transition_to_follower(epoch, leader_id,
+                                           self._now + self.config.fetch_timeout_ms)
+
+    def _start_election(self, now_ms, pre_vote=None):
+        if pre_vote is None:
+            pre_vote = self.config.pre_vote
+        self._reset_role()
+        if pre_vote:
+            self.quorum.transition_to_prospective(self._election_deadline(now_ms))
+        else:
+            self._election_retries += 1
+            self.quorum.transition_to_candidate(self._election_deadline(now_ms))
+        self._maybe_won(now_ms)
+
+    def _on_election_lost(self, now_ms):
+        """A pre-vote or vote that was rejected or timed out: back off before the next."""
+        state = self.quorum.state
+        backoff = self._election_backoff_ms()
+        if state.name == "prospective":
+            self._reset_role()
+            if state.leader_id is not None:
+                self.quorum.transition_to_follower(state.epoch, state.leader_id,
+                                                   now_ms + self.config.fetch_timeout_ms)
+            else:
+                self.quorum.transition_to_unattached(state.epoch, now_ms + backoff)
+        else:
+            state.backing_off = True
+            state.deadline_ms = now_ms + backoff
+
+    def _maybe_won(self, now_ms):
+        state = self.quorum.state
+        if state.name not in ("prospective", "candidate") or not state.granted():
+            return
+        if state.name == "prospective":
+            self._election_retries += 1
+            self.quorum.transition_to_candidate(self._election_deadline(now_ms))
+            self._maybe_won(now_ms)
+            return
+        self._become_leader(state, now_ms)
+
+    def _become_leader(self, candidate, now_ms):
+        self._reset_role()
+        self._election_retries = 0
+        leo = self.storage.log_end_offset
+        leader = LeaderState(candidate.epoch, self.node_id, self.quorum.voters, leo,
+                             candidate.granting(), now_ms, self.config.check_quorum_timeout_ms)
+        self.quorum.transition_to_leader(leader)
+        change = LeaderChangeMessage(
+            version=0, leader_id=self.node_id,
+            voters=[LeaderChangeMessage.Voter(voter_id=v) for v in sorted(self.quorum.voters)],
+            granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in leader.granting])
+        batch = encode_control_batch([change], base_offset=leo, leader_epoch=leader.epoch,
+                                     timestamp=now_ms)
+        self.storage.append_as_leader(batch, leader.epoch)
+        self._unflushed = True
+        leader.update_local_end(min(self._durable_end, leo), now_ms)
+
+    def resign(self, now_ms):
+        """Step down gracefully (shutdown): EndQuorumEpoch to every voter, most up-to-date
+        first in the preferred successors. Does nothing unless leader."""
+        self._now = now_ms
+        state = self.quorum.state
+        if state.name != "leader":
+            return
+        self._resign(state, now_ms)
+        self._maybe_send_requests()
+
+    def _resign(self, leader, now_ms):
+        preferred = leader.preferred_successors()
+        self._reset_role()
+        self.quorum.transition_to_resigned(self._election_deadline(now_ms), preferred)
+        for voter in preferred:
+            self._send(voter, rpc.end_quorum_epoch_request(
+                self.config.cluster_id, self.node_id, leader.epoch, preferred))
+
+    def _on_fetch_timeout(self, now_ms):
+        if self.is_voter:
+            self._start_election(now_ms)
+        else:
+            # An observer forgets the leader and asks the voters again, in turn.
+            self._observer_cursor += 1
+            self._reset_role()
+            self.quorum.forget_leader(self._now + self.config.fetch_timeout_ms)
+
+    # ================================================================ inbound
+
+    def handle(self, message, now_ms):
+        """Process one request or response addressed to this node."""
+        self._now = now_ms
+        body = message.body
+        key = body.api_key
+        if body.kind == "request":
+            handler = self._REQUEST_HANDLERS.get(key)
+            if handler is not None:
+                handler(self, message, body)
+        else:
+            flight = self._inflight.get(message.source)
+            if flight is None or flight.correlation_id != message.correlation_id:
+                return  # a duplicate, or the answer to a request given up
+            del self._inflight[message.source]
+            handler = self._RESPONSE_HANDLERS.get(key)
+            if handler is not None:
+                handler(self, message, body, flight.tag)
+        self._maybe_send_requests()
+
+    def _cluster_ok(self, cluster_id):
+        return cluster_id is None or self.config.cluster_id is None or \
+            cluster_id == self.config.cluster_id
+
+    def _handle_common_response(self, source, error, leader_id, epoch):
+        """Kafka's `maybeHandleCommonResponse`: learn a newer epoch or leader from any
+        response. True when the response needs no further handling."""
+        local = self.quorum.epoch
+        if epoch < local or error == UNKNOWN_LEADER_EPOCH:
+            return True
+        leader = leader_id if leader_id >= 0 else None
+        known = self.quorum.leader_id()
+        if epoch > local or (leader is not None and known is None):
+            if leader is not None:
+                self._transition_to_follower(epoch, leader)
+            elif epoch > local:
+                self._transition_to_unattached(epoch)
+            return error != NONE
+        if leader is not None and known is not None and leader != known:
+            raise RaftStateError(
+                f"node {self.node_id}: epoch {epoch} has leader {known}, but node {source} "
+                f"names {leader}")
+        if error != NONE:
+            self._backoff(source)
+            if not self.is_voter and self.quorum.role == "unattached":
+                self._observer_cursor += 1
+            return True
+        return False
+
+    # ---------------------------------------------------------------- Vote
+
+    def _handle_vote_request(self, message, body):
+        if not self._cluster_ok(body.cluster_id):
+            return self._respond(message, rpc.vote_response(
+                INCONSISTENT_CLUSTER_ID, None, self.quorum.epoch, False))
+        part = rpc.vote_partition(body)
+        if part is None:
+            return self._respond(message, rpc.vote_response(
+                INVALID_REQUEST, None, self.quorum.epoch, False))
+        epoch, candidate, pre_vote = part.replica_epoch, part.replica_id, part.pre_vote
+        last_epoch, last_offset = part.last_offset_epoch, part.last_offset
+        if (last_offset < 0 or last_epoch < 0 or candidate < 0
+                or (last_epoch > epoch if pre_vote else last_epoch >= epoch)):
+            return self._vote_answer(message, False, INVALID_REQUEST)
+        if epoch < self.quorum.epoch:
+            return self._vote_answer(message, False, FENCED_LEADER_EPOCH)
+        if epoch > self.quorum.epoch:
+            self._transition_to_unattached(epoch)
+        if body.voter_id >= 0 and body.voter_id != self.node_id:
+            return self._vote_answer(message, False, INVALID_VOTER_KEY)
+        granted = self._can_grant(candidate, pre_vote, last_epoch, last_offset)
+        if granted and not pre_vote:
+            state = self.quorum.state
+            if state.voted_id is None:
+                self.quorum.transition_to_voted(epoch, candidate,
+                                                self._election_deadline(self._now))
+        self._vote_answer(message, granted, NONE)
+
+    def _vote_answer(self, message, granted, error):
+        self._respond(message, rpc.vote_response(
+            NONE, self.leader_id, self.quorum.epoch, granted, partition_error=error))
+
+    def _can_grant(self, candidate, pre_vote, last_epoch, last_offset):
+        """The grant table of kafka-facts §7.3 (KIP-595, KIP-996)."""
+        if not self.is_voter or candidate == self.node_id:
+            return False
+        up_to_date = (last_epoch, last_offset) >= (
+            self.storage.last_fetched_epoch(), self.storage.log_end_offset)
+        state = self.quorum.state
+        role = state.name
+        if role in ("leader", "resigned"):
+            return False
+        if pre_vote:
+            if role == "follower":
+                return up_to_date and not state.fetched
+            return up_to_date
+        if role in ("follower", "candidate"):
+            return False
+        if state.voted_id is not None:
+            return state.voted_id == candidate
+        if state.leader_id is not None:
+            return False
+        return up_to_date
+
+    def _handle_vote_response(self, message, body, tag):
+        part = rpc.vote_response_partition(body)
+        if part is None:
+            return
+        error = body.error_code or part.error_code
+        if self._handle_common_response(message.source, error, part.leader_id,
+                                        part.leader_epoch):
+            return
+        state = self.quorum.state
+        if tag is not state or state.name not in ("prospective", "candidate"):
+            return
+        state.record(message.source, part.vote_granted)
+        if state.granted():
+            self._maybe_won(self._now)
+        elif state.lost() and not getattr(state, "backing_off", False):
+            self._on_election_lost(self._now)
+
+    # ---------------------------------------------------------------- Begin/EndQuorumEpoch
+
+    def _epoch_request_part(self, message, body, response_cls):
+        if not self._cluster_ok(body.cluster_id):
+            self._respond(message, rpc.quorum_epoch_response(
+                response_cls, INCONSISTENT_CLUSTER_ID, None, self.quorum.epoch))
+            return None
+        part = rpc.quorum_epoch_partition(body)
+        if part is None:
+            self._respond(message, rpc.quorum_epoch_response(
+                response_cls, INVALID_REQUEST, None, self.quorum.epoch))
+            return None
+        if part.leader_epoch < self.quorum.epoch:
+            self._respond(message, rpc.quorum_epoch_response(
+                response_cls, NONE, self.leader_id, self.quorum.epoch,
+                partition_error=FENCED_LEADER_EPOCH))
+            return None
+        return part
+
+    def _handle_begin_quorum_epoch_request(self, message, body):
+        cls = m.BeginQuorumEpochResponse
+        part = self._epoch_request_part(message, body, cls)
+        if part is None:
+            return
+        epoch, leader = part.leader_epoch, part.leader_id
+        state = self.quorum.state
+        if not (state.name == "follower" and state.epoch == epoch and state.leader_id == leader):
+            self._transition_to_follower(epoch, leader)
+        self._respond(message, rpc.quorum_epoch_response(cls, NONE, leader, epoch))
+
+    def _handle_end_quorum_epoch_request(self, message, body):
+        cls = m.EndQuorumEpochResponse
+        part = self._epoch_request_part(message, body, cls)
+        if part is None:
+            return
+        epoch, leader = part.leader_epoch, part.leader_id
+        preferred = rpc.preferred_candidates(part)
+        backoff = self._resignation_backoff_ms(preferred)
+        if epoch > self.quorum.epoch:
+            self._transition_to_unattached(epoch, self._now + backoff)
+        else:
+            state = self.quorum.state
+            if state.name == "follower" and state.leader_id == leader:
+                # The leader is leaving: stop fetching from it, grant pre-votes again, and
+                # stand for election after the backoff its preference order gives us.
+                state.fetched = False
+                state.deadline_ms = min(state.deadline_ms, self._now + backoff)
+            elif state.name in ("unattached", "voted") and state.deadline_ms is not None:
+                state.deadline_ms = min(state.deadline_ms, self._now + backoff)
+        self._respond(message, rpc.quorum_epoch_response(cls, NONE, self.leader_id,
+                                                         self.quorum.epoch))
+
+    def _handle_quorum_epoch_response(self, message, body, tag):
+        part = rpc.quorum_epoch_partition(body)
+        if part is None:
+            return
+        error = body.error_code or part.error_code
+        if self._handle_common_response(message.source, error, part.leader_id,
+                                        part.leader_epoch):
+            return
+        state = self.quorum.state
+        if body.api_key == BEGIN_EPOCH and state.name == "leader":
+            replica = state.voters.get(message.source)
+            if replica is not None:
+                replica.acknowledged = True
+
+    # ---------------------------------------------------------------- Fetch (leader side)
+
+    def _fetch_error(self, message, error, top_error=NONE):
+        self._respond(message, rpc.fetch_response(
+            error, self.leader_id, self.quorum.epoch, top_error=top_error,
+            high_watermark=-1 if self.high_watermark is None else self.high_watermark,
+            log_start_offset=self.storage.log_start_offset))
+
+    def _leader_check(self, request_epoch):
+        """The error a leader-only request at `request_epoch` gets, or None."""
+        state = self.quorum.state
+        if request_epoch < state.epoch:
+            return FENCED_LEADER_EPOCH
+        if request_epoch > state.epoch:
+            return UNKNOWN_LEADER_EPOCH
+        if state.name == "resigned":
+            return BROKER_NOT_AVAILABLE
+        if state.name != "leader":
+            return NOT_LEADER
+        return None
+
+    def _handle_fetch_request(self, message, body):
+        if not self._cluster_ok(body.cluster_id):
+            return self._fetch_error(message, NONE, top_error=INCONSISTENT_CLUSTER_ID)
+        part = rpc.fetch_partition(body)
+        if part is None:
+            return self._fetch_error(message, NONE, top_error=INVALID_REQUEST)
+        offset, last_epoch = part.fetch_offset, part.last_fetched_epoch
+        if (body.max_wait_ms < 0 or offset < 0 or last_epoch < 0
+                or last_epoch > part.current_leader_epoch):
+            return self._fetch_error(message, INVALID_REQUEST)
+        error = self._leader_check(part.current_leader_epoch)
+        if error is not None:
+            return self._fetch_error(message, error)
+        leader = self.quorum.state
+        replica_id = rpc.fetch_replica_id(body)
+        leader.on_voter_fetch(replica_id, self._now)
+        self._parked.pop(replica_id, None)
+        latest = self.storage.latest_snapshot_id()
+        if offset == 0 and latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID:
+            return self._respond(message, self._fetch_answer(leader, snapshot_id=latest))
+        outcome, value = self._validate_offset_and_epoch(offset, last_epoch)
+        if outcome == "snapshot":
+            return self._respond(message, self._fetch_answer(leader, snapshot_id=value))
+        if outcome == "diverging":
+            return self._respond(message, self._fetch_answer(leader, diverging=value))
+        replica = leader.replica(replica_id, self._now)
+        if leader.update_replica(replica, offset, self.storage.log_end_offset, self._now):
+            self._on_high_watermark(leader.high_watermark)
+        if (offset < self.storage.log_end_offset or body.max_wait_ms == 0
+                or self._hw_news(replica)):
+            return self._complete_fetch(message, replica, offset)
+        self._parked[replica_id] = _Parked(message, replica, offset,
+                                           self._now + body.max_wait_ms)
+
+    def _hw_news(self, replica):
+        return self.high_watermark is not None and self.high_watermark > replica.hw_sent
+
+    def _complete_fetch(self, message, replica, offset):
+        leader = self.quorum.state
+        data = b""
+        if offset < self.storage.log_end_offset:
+            data = self.storage.read(offset, self.config.fetch_max_bytes)
+        replica.hw_sent = -1 if self.high_watermark is None else self.high_watermark
+        self._respond(message, self._fetch_answer(leader, records=data))
+
+    def _fetch_answer(self, leader, records=None, diverging=None, snapshot_id=None):
+        return rpc.fetch_response(
+            NONE, self.node_id, leader.epoch,
+            high_watermark=-1 if self.high_watermark is None else self.high_watermark,
+            log_start_offset=self.storage.log_start_offset, records=records,
+            diverging=diverging, snapshot_id=snapshot_id)
+
+    def _validate_offset_and_epoch(self, offset, epoch):
+        """Kafka's `validateOffsetAndEpoch`: ("valid", None), ("snapshot", SnapshotId)
+        or ("diverging", (epoch, end offset))."""
+        storage = self.storage
+        start = storage.log_start_offset
+        if start == 0 and offset == 0:
+            return "valid", None
+        earliest = storage.earliest_snapshot_id()
+        if earliest is not None and earliest != BOOTSTRAP_SNAPSHOT_ID and (
+                offset < start or (offset == start and epoch != earliest.epoch)
+                or epoch < earliest.epoch):
+            return "snapshot", storage.latest_snapshot_id()
+        end_epoch, end_offset = self._end_offset_for_epoch(epoch)
+        if end_epoch != epoch or end_offset < offset:
+            return "diverging", (end_epoch, end_offset)
+        return "valid", None
+
+    def _end_offset_for_epoch(self, epoch):
+        end_epoch, end_offset = self.storage.end_offset_for_epoch(epoch)
+        if end_epoch < 0:
+            # An empty log after a snapshot: the snapshot's epoch is the latest.
+            snap_epoch = self.storage.last_fetched_epoch()
+            if epoch >= snap_epoch and self.storage.log_start_offset == self.storage.log_end_offset:
+                return snap_epoch, self.storage.log_end_offset
+        return end_epoch, end_offset
+
+    def _complete_parked(self):
+        """Answer held Fetches that now have records or a newer high watermark."""
+        leo = self.storage.log_end_offset
+        for replica_id, parked in list(self._parked.items()):
+            if leo > parked.fetch_offset or self._hw_news(parked.replica):
+                del self._parked[replica_id]
+                self._complete_fetch(parked.message, parked.replica, parked.fetch_offset)
+
+    def _flush_parked(self, error):
+        parked, self._parked = self._parked, {}
+        for entry in parked.values():
+            self._fetch_error(entry.message, error)
+
+    def _poll_leader(self, leader, now_ms):
+        if leader.check_quorum_expired(now_ms):
+            # No Fetch from a majority within the check-quorum timeout: resign (KIP-595).
+            self._resign(leader, now_ms)
+            return
+        for replica_id, parked in list(self._parked.items()):
+            if parked.deadline_ms <= now_ms:
+                del self._parked[replica_id]
+                self._complete_fetch(parked.message, parked.replica, parked.fetch_offset)
+
+    def _send_begin_quorum_epoch(self, leader):
+        """BeginQuorumEpoch to each voter that has not acknowledged the epoch (by answering
+        it or by fetching), again every fetch timeout / 2."""
+        now = self._now
+        for replica in leader.others():
+            if not replica.acknowledged and replica.begin_epoch_due_ms <= now \
+                    and self._can_send(replica.replica_id):
+                replica.begin_epoch_due_ms = now + self.config.begin_quorum_epoch_interval_ms
+                self._send(replica.replica_id, rpc.begin_quorum_epoch_request(
+                    self.config.cluster_id, replica.replica_id, self.node_id, leader.epoch))
+
+    # ---------------------------------------------------------------- Fetch (follower side)
+
+    def _handle_fetch_response(self, message, body, tag):
+        part = rpc.fetch_response_partition(body)
+        if part is None:
+            return
+        error = body.error_code or part.error_code
+        current = part.current_leader
+        if self._handle_common_response(message.source, error, current.leader_id,
+                                        current.leader_epoch):
+            return
+        state = self.quorum.state
+        if (state.name != "follower" or state.leader_id != message.source
+                or current.leader_epoch != state.epoch):
+            return
+        state.deadline_ms = self._now + self.config.fetch_timeout_ms
+        state.fetched = True
+        diverging = part.diverging_epoch
+        if diverging is not None and diverging.epoch >= 0:
+            return self._truncate_to_diverging(diverging.epoch, diverging.end_offset)
+        snapshot = part.snapshot_id
+        if snapshot is not None and snapshot.end_offset >= 0 and snapshot.epoch >= 0:
+            return self._begin_download(SnapshotId(snapshot.end_offset, snapshot.epoch))
+        records = part.records
+        if records:
+            try:
+                self.storage.append_as_follower(records)
+            except (InvalidAppendError, CorruptRecordError):
+                self._backoff(message.source)  # refetch from the log end offset
+                return
+            self._unflushed = True
+        if part.high_watermark >= 0:
+            self._maybe_update_follower_hw(part.high_watermark)
+
+    def _maybe_update_follower_hw(self, leader_hw):
+        hw = min(leader_hw, self.storage.log_end_offset)
+        if self.high_watermark is None or hw > self.high_watermark:
+            self._on_high_watermark(hw)
+
+    def _on_high_watermark(self, hw):
+        self.high_watermark = hw
+        self._hw_changed = True
+
+    def _truncate_to_diverging(self, epoch, end_offset):
+        storage = self.storage
+        hw = self.high_watermark if self.high_watermark is not None else 0
+        if end_offset < hw:
+            raise RaftStateError(
+                f"node {self.node_id}: the leader says the log diverges at {end_offset}, "
+                f"below the high watermark {hw}: committed data would be lost")
+        if epoch == 0:
+            target = min(end_offset, storage.log_end_offset)
+        else:
+            local_epoch, local_end = storage.end_offset_for_epoch(epoch)
+            if local_epoch == epoch:
+                target = min(local_end, end_offset)
+            else:
+                target = local_end if local_end >= 0 else storage.log_start_offset
+        target = max(target, storage.log_start_offset)
+        if target < hw:
+            raise RaftStateError(
+                f"node {self.node_id}: truncating to {target} would remove committed "
+                f"records below the high watermark {hw}")
+        if target < storage.log_end_offset:
+            storage.truncate_to(target)
+            self._durable_end = min(self._durable_end, storage.log_end_offset)
+            self._unflushed = True
+
+    # ---------------------------------------------------------------- FetchSnapshot
+
+    def _begin_download(self, snapshot_id):
+        if self.storage.snapshot_size(snapshot_id) is not None:
+            self._install_snapshot(snapshot_id)  # already here: just catch up the log
+            return
+        self._download = self.storage.begin_snapshot_download(snapshot_id)
+        self._download.snapshot_id = snapshot_id
+
+    def _handle_fetch_snapshot_request(self, message, body):
+        def answer(error, snapshot_id=None, size=0, position=0, data=b"", top_error=NONE):
+            self._respond(message, rpc.fetch_snapshot_response(
+                error, self.leader_id, self.quorum.epoch, snapshot_id, size, position, data,
+                top_error=top_error))
+
+        if not self._cluster_ok(body.cluster_id):
+            return answer(NONE, top_error=INCONSISTENT_CLUSTER_ID)
+        part = rpc.fetch_snapshot_partition(body)
+        if part is None:
+            return answer(NONE, top_error=UNKNOWN_TOPIC_OR_PARTITION)
+        error = self._leader_check(part.current_leader_epoch)
+        if error is not None:
+            return answer(error)
+        self.quorum.state.on_voter_fetch(body.replica_id, self._now)
+        snapshot_id = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
+        size = None if snapshot_id == BOOTSTRAP_SNAPSHOT_ID else \
+            self.storage.snapshot_size(snapshot_id)
+        if size is None:
+            return answer(SNAPSHOT_NOT_FOUND, snapshot_id)
+        position = part.position
+        if not 0 <= position < size:
+            return answer(POSITION_OUT_OF_RANGE, snapshot_id, size, position)
+        limit = min(max(body.max_bytes, 1), self.config.fetch_max_bytes)
+        data = self.storage.read_snapshot(snapshot_id, position, limit)
+        answer(NONE, snapshot_id, size, position, data)
+
+    def _handle_fetch_snapshot_response(self, message, body, tag):
+        part = rpc.fetch_snapshot_partition(body)
+        if part is None:
+            return
+        error = body.error_code or part.error_code
+        current = part.current_leader
+        if self._handle_common_response(message.source, error, current.leader_id,
+                                        current.leader_epoch):
+            if error == SNAPSHOT_NOT_FOUND and self._download is not None:
+                self._download.abort()
+                self._download = None
+            return
+        download = self._download
+        state = self.quorum.state
+        if download is None or state.name != "follower" or state.leader_id != message.source:
+            return
+        state.deadline_ms = self._now + self.config.fetch_timeout_ms
+        state.fetched = True
+        snapshot_id = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
+        if snapshot_id != download.snapshot_id or part.position != download.size:
+            return  # an answer to an older request; ask again from where we are
+        download.append(part.unaligned_records)
+        if download.size >= part.size:
+            download.freeze()
+            self._download = None
+            self._install_snapshot(snapshot_id)
+
+    def _install_snapshot(self, snapshot_id):
+        """A complete snapshot from the leader: restart the log at its end when it is
+        ahead of the log, and load it into the state machine if that is behind it."""
+        storage = self.storage
+        last_epoch = storage.last_fetched_epoch()
+        if snapshot_id.epoch > last_epoch or (
+                snapshot_id.epoch == last_epoch and snapshot_id.end_offset > storage.log_end_offset):
+            storage.truncate_fully_and_start_at(snapshot_id)
+            self._durable_end = storage.log_end_offset
+        if self._applied < snapshot_id.end_offset:
+            self._load_snapshot = snapshot_id
+            self._applied = snapshot_id.end_offset
+        if snapshot_id.end_offset <= storage.log_end_offset:
+            self._maybe_update_follower_hw(snapshot_id.end_offset)
+
+    # ---------------------------------------------------------------- DescribeQuorum
+
+    def _handle_describe_quorum_request(self, message, body):
+        part = rpc.describe_quorum_partition(body)
+        state = self.quorum.state
+        if part is None:
+            return self._respond(message, rpc.describe_quorum_response(
+                UNKNOWN_TOPIC_OR_PARTITION))
+        if state.name != "leader":
+            return self._respond(message, rpc.describe_quorum_response(
+                NOT_LEADER, self.leader_id, state.epoch))
+        now = self._now
+
+        def rows(replicas, own=False):
+            return [(r.replica_id, r.end_offset,
+                     now if own and r.replica_id == self.node_id else r.last_fetch_ms,
+                     now if own and r.replica_id == self.node_id else r.last_caught_up_ms)
+                    for r in sorted(replicas, key=lambda r: r.replica_id)]
+
+        self._respond(message, rpc.describe_quorum_response(
+            NONE, self.node_id, state.epoch,
+            -1 if self.high_watermark is None else self.high_watermark,
+            voters=rows(state.voters.values(), own=True),
+            observers=rows(state.observers.values())))
+
+    _REQUEST_HANDLERS = {
+        VOTE: _handle_vote_request,
+        BEGIN_EPOCH: _handle_begin_quorum_epoch_request,
+        END_EPOCH: _handle_end_quorum_epoch_request,
+        FETCH: _handle_fetch_request,
+        FETCH_SNAPSHOT: _handle_fetch_snapshot_request,
+        DESCRIBE: _handle_describe_quorum_request,
+    }
+    _RESPONSE_HANDLERS = {
+        VOTE: _handle_vote_response,
+        BEGIN_EPOCH: _handle_quorum_epoch_response,
+        END_EPOCH: _handle_quorum_epoch_response,
+        FETCH: _handle_fetch_response,
+        FETCH_SNAPSHOT: _handle_fetch_snapshot_response,
+    }
+
+    # ================================================================ proposals, snapshots
+
+    def propose(self, values, now_ms=None):
+        """Append `values` (a list of bytes) as one batch in the leader's epoch; returns
+        the offset of the last one. They are committed once the high watermark passes
+        it. Raises `NotLeaderError` on any node that is not the leader."""
+        if now_ms is not None:
+            self._now = now_ms
+        state = self.quorum.state
+        if state.name != "leader":
+            raise NotLeaderError(self.node_id, self.leader_id, state.epoch)
+        if not values:
+            raise ValueError("propose() needs at least one value")
+        batch = codec.encode_batch(values, base_offset=self.storage.log_end_offset,
+                                   leader_epoch=state.epoch, timestamp=self._now)
+        if len(batch) > self.config.batch_max_bytes:
+            raise InvalidAppendError(
+                f"a proposal of {len(batch)} bytes exceeds the batch limit of "
+                f"{self.config.batch_max_bytes} bytes; split it")
+        _, last = self.storage.append_as_leader(batch, state.epoch)
+        self._unflushed = True
+        if self._parked:
+            self._complete_parked()
+        return last
+
+    def create_snapshot(self, end_offset, data):
+        """Store `data`, the state machine's snapshot of every record below `end_offset`
+        (a committed batch boundary the state machine has applied), and move the log start
+        up to the previous snapshot: one snapshot interval of log stays for followers
+        that are a little behind (Kafka keeps the newest snapshot and cleans older ones)."""
+        storage = self.storage
+        hw = self.high_watermark
+        if hw is None or not storage.log_start_offset < end_offset <= min(hw, self._applied):
+            raise InvalidOffsetError(
+                f"a snapshot must end in ({storage.log_start_offset}, "
+                f"{min(hw or 0, self._applied)}] (log start, applied committed offset), "
+                f"not at {end_offset}")
+        snapshot_id = SnapshotId(end_offset, storage.epoch_for_offset(end_offset - 1))
+        previous = storage.latest_snapshot_id()
+        if previous is not None and previous.end_offset >= end_offset:
+            return previous
+        storage.write_snapshot(snapshot_id, data)
+        if previous is not None and previous.end_offset > storage.log_start_offset:
+            storage.advance_log_start_offset(previous)
+        return snapshot_id
+
+    # ================================================================ Ready
+
+    def take_ready(self):
+        """Everything produced since the last call, or None when there is nothing."""
+        state = self.quorum.state
+        if self._parked and state.name == "leader":
+            self._complete_parked()
+        election = self.quorum.take_unpersisted()
+        flush = None
+        if self._unflushed:
+            self._unflushed = False
+            if self._flushes:
+                flush = self.storage.log_end_offset
+        leader = LeaderAndEpoch(self.leader_id, state.epoch)
+        change = None
+        if leader != self._reported_leader:
+            change = self._reported_leader = leader
+        hw = None
+        commits = ()
+        if self._hw_changed:
+            self._hw_changed = False
+            hw = self.high_watermark
+            if self._applied < hw:
+                commits = self.storage.read_batches(self._applied, hw)
+                if commits:
+                    self._applied = commits[-1].last_offset + 1
+        load, self._load_snapshot = self._load_snapshot, None
+        messages, self._outbox = self._outbox, []
+        if (election is None and flush is None and not messages and hw is None
+                and load is None and change is None):
+            return None
+        self._ready_number += 1
+        if flush is not None or election is not None:
+            self._pending_flushes.append((self._ready_number, flush))
+        return Ready(self._ready_number, election, flush, messages, hw, commits, load, change)
+
+    def on_persisted(self, number):
+        """The driver persisted Ready `number` (and every one before it)."""
+        pending = self._pending_flushes
+        flushed = None
+        while pending and pending[0][0] <= number:
+            _, flush = pending.pop(0)
+            if flush is not None:
+                flushed = flush
+        if flushed is None:
+            return
+        self._durable_end = max(self._durable_end, min(flushed, self.storage.log_end_offset))
+        state = self.quorum.state
+        if state.name == "leader" and state.update_local_end(self._durable_end, self._now):
+            self._on_high_watermark(state.high_watermark)
+            if self._parked:
+                self._complete_parked()
+
+
+__all__ = ["RaftCore", "RaftConfig", "ElectionState"]

@@ -1,0 +1,130 @@
+"""`RaftStorage`: the small interface through which the Raft core reads and changes its log
+and snapshots. The simulator implements it in memory (`kraftcore.sim.storage`); the
+runtime implements it over `kraftcore.log.Log` and snapshot files.
+
+Semantics every implementation keeps:
+
+* Writes (`append_*`, `truncate_to`, snapshot downloads) take effect at once for reads, but
+  are durable only after the driver flushes (the `flush_offset` of a `Ready`). A crash may
+  lose any suffix that was not flushed, never anything flushed, never part of a batch.
+* `log_start_offset <= log_end_offset`; offsets are contiguous; the leader-epoch cache
+  changes with appends and truncations (kafka-facts §3.8, `LeaderEpochFileCache`).
+* A snapshot id (end offset, epoch) names a complete, immutable snapshot; the log start
+  offset only ever moves to a snapshot's end offset (KIP-630).
+* Bad batches (`append_as_follower`) raise `CorruptRecordError` or `InvalidAppendError`
+  and leave the log unchanged.
+"""
+
+import abc
+
+
+class SnapshotDownload(abc.ABC):
+    """A snapshot being received in chunks (FetchSnapshot); invisible until `freeze()`."""
+
+    snapshot_id = None
+
+    @property
+    @abc.abstractmethod
+    def size(self):
+        """Bytes received so far."""
+
+    @abc.abstractmethod
+    def append(self, data):
+        """Add the next chunk."""
+
+    @abc.abstractmethod
+    def freeze(self):
+        """Make the snapshot complete and durable under its id."""
+
+    @abc.abstractmethod
+    def abort(self):
+        """Discard what was received."""
+
+
+class RaftStorage(abc.ABC):
+    # ------------------------------------------------------------------ log
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self):
+        """The first offset in the log (a snapshot's end offset, or 0)."""
+
+    @property
+    @abc.abstractmethod
+    def log_end_offset(self):
+        """The offset the next append gets."""
+
+    @abc.abstractmethod
+    def last_fetched_epoch(self):
+        """The epoch of the last batch in the log; when the log is empty, the epoch of the
+        snapshot at the log start; 0 when there is neither."""
+
+    @abc.abstractmethod
+    def end_offset_for_epoch(self, epoch):
+        """`(epoch', end_offset)` with `epoch'` the largest epoch <= `epoch` in the log and
+        `end_offset` where it ends (the next epoch's start, or the log end offset); (-1, -1)
+        when `epoch` is above every epoch or the log has none."""
+
+    @abc.abstractmethod
+    def epoch_for_offset(self, offset):
+        """The epoch of the batch holding `offset`, -1 if unknown."""
+
+    @abc.abstractmethod
+    def append_as_leader(self, batch, epoch):
+        """Append one encoded batch, giving it offsets from the log end offset and stamping
+        `epoch`; returns `(base_offset, last_offset)`."""
+
+    @abc.abstractmethod
+    def append_as_follower(self, batches):
+        """Append batches that carry their offsets and epochs; the first must start at the
+        log end offset. Returns `(base_offset, last_offset)`."""
+
+    @abc.abstractmethod
+    def truncate_to(self, offset):
+        """Remove every batch at or after `offset`."""
+
+    @abc.abstractmethod
+    def read(self, offset, max_bytes):
+        """Whole batches from the one holding `offset`, up to `max_bytes` (the first is
+        returned whole even if larger); empty at the log end offset."""
+
+    @abc.abstractmethod
+    def read_batches(self, start_offset, end_offset):
+        """The batches holding offsets in [start_offset, end_offset) as
+        `kraftcore.raft.types.CommittedBatch` values, in order."""
+
+    # ------------------------------------------------------------------ snapshots
+
+    @abc.abstractmethod
+    def latest_snapshot_id(self):
+        """The newest complete snapshot's SnapshotId, or None."""
+
+    @abc.abstractmethod
+    def earliest_snapshot_id(self):
+        """The oldest complete snapshot's SnapshotId, or None."""
+
+    @abc.abstractmethod
+    def snapshot_size(self, snapshot_id):
+        """The size in bytes of a complete snapshot, None if there is no such snapshot."""
+
+    @abc.abstractmethod
+    def read_snapshot(self, snapshot_id, position, max_bytes):
+        """Up to `max_bytes` of a snapshot's bytes from `position` (not batch aligned)."""
+
+    @abc.abstractmethod
+    def begin_snapshot_download(self, snapshot_id):
+        """A `SnapshotDownload` for a snapshot fetched from the leader."""
+
+    @abc.abstractmethod
+    def write_snapshot(self, snapshot_id, data):
+        """Store a complete snapshot made by the local state machine, durably."""
+
+    @abc.abstractmethod
+    def truncate_fully_and_start_at(self, snapshot_id):
+        """Drop the whole log and restart it empty at `snapshot_id.end_offset` (after a
+        downloaded snapshot that ends past the log)."""
+
+    @abc.abstractmethod
+    def advance_log_start_offset(self, snapshot_id):
+        """Move the log start offset up to a stored snapshot's end offset, dropping the
+        batches and the older snapshots below it."""

@@ -1,0 +1,1 @@
+"""The deterministic simulator of a KRaft quorum."""
