@@ -246,6 +246,8 @@ class RaftCore:
     def _maybe_send_requests(self):
         state = self.quorum.state
         role = state.name
+        if self._parked and role != "leader":
+            self._flush_parked()
         if role in ("prospective", "candidate"):
             if role == "candidate" and state.backing_off:
                 return
@@ -287,12 +289,20 @@ class RaftCore:
         if self._download is not None:
             self._download.abort()
             self._download = None
-        self._flush_parked(NOT_LEADER)
 
     def _transition_to_unattached(self, epoch, deadline_ms=None):
+        if deadline_ms is None:
+            state = self.quorum.state
+            if state.name in ("unattached", "voted", "prospective", "candidate") \
+                    and state.deadline_ms is not None:
+                # Keep the election timer running (as Kafka does): a node that restarted it
+                # on every higher epoch it sees could be kept from ever standing by a
+                # less up-to-date candidate that keeps bumping the epoch.
+                deadline_ms = state.deadline_ms
+            else:
+                deadline_ms = self._election_deadline(self._now)
         self._reset_role()
-        self.quorum.transition_to_unattached(
-            epoch, self._election_deadline(self._now) if deadline_ms is None else deadline_ms)
+        self.quorum.transition_to_unattached(epoch, deadline_ms)
 
     def _transition_to_follower(self, epoch, leader_id):
         self._reset_role()
@@ -331,6 +341,8 @@ class RaftCore:
         if state.name not in ("prospective", "candidate") or not state.granted():
             return
         if state.name == "prospective":
+            # Pre-votes still in flight are moot: the candidate asks every voter afresh.
+            self._reset_role()
             self._election_retries += 1
             self.quorum.transition_to_candidate(self._election_deadline(now_ms))
             self._maybe_won(now_ms)
@@ -676,10 +688,13 @@ class RaftCore:
                 del self._parked[replica_id]
                 self._complete_fetch(parked.message, parked.replica, parked.fetch_offset)
 
-    def _flush_parked(self, error):
+    def _flush_parked(self):
+        """Answer the Fetches held by a leader that is no longer one, with what it knows
+        now (the new epoch and leader), so the fetchers move on at once."""
         parked, self._parked = self._parked, {}
         for entry in parked.values():
-            self._fetch_error(entry.message, error)
+            epoch = rpc.fetch_partition(entry.message.body).current_leader_epoch
+            self._fetch_error(entry.message, self._leader_check(epoch) or NOT_LEADER)
 
     def _poll_leader(self, leader, now_ms):
         if leader.check_quorum_expired(now_ms):
