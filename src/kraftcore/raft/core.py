@@ -98,8 +98,10 @@ class RaftCore:
         self._parked = {}
         self._ready_number = 0
         self._pending_flushes = []  # (ready number, flush offset), oldest first
-        self._unflushed = False
-        self._durable_end = storage.log_end_offset
+        # What the log holds at startup may not all be on disk (a process crash keeps
+        # unsynced writes): the first Ready flushes it before any message goes out.
+        self._unflushed = True
+        self._durable_end = storage.log_start_offset
         self.high_watermark = None
         self._hw_changed = False
         self._election_retries = 0
@@ -108,6 +110,9 @@ class RaftCore:
         self._reported_leader = None
         self._load_snapshot = None
         latest = storage.latest_snapshot_id()
+        if latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID and self._snapshot_ahead(latest):
+            storage.truncate_fully_and_start_at(latest)
+            self._durable_end = storage.log_start_offset
         if storage.log_start_offset > 0 and latest is None:
             raise RaftStateError(
                 f"node {node_id}: the log starts at {storage.log_start_offset} but there is "
@@ -184,6 +189,7 @@ class RaftCore:
         for dest in [d for d, f in self._inflight.items() if f.deadline_ms <= now_ms]:
             del self._inflight[dest]
             self._backoff(dest)
+            self._maybe_rotate_observer()
         state = self.quorum.state
         role = state.name
         if role == "leader":
@@ -202,6 +208,9 @@ class RaftCore:
                 self._transition_to_unattached(state.epoch + 1)
             elif self.is_voter:  # unattached or voted
                 self._start_election(now_ms)
+            else:  # an observer that found no leader in a fetch timeout: ask another voter
+                self._observer_cursor += 1
+                state.deadline_ms = now_ms + self.config.fetch_timeout_ms
         self._maybe_send_requests()
         return self._next_deadline()
 
@@ -217,8 +226,10 @@ class RaftCore:
             if state.check_quorum_deadline_ms is not None:
                 deadline = min(deadline, state.check_quorum_deadline_ms)
             for replica in state.others():
-                if not replica.acknowledged:
-                    deadline = min(deadline, replica.begin_epoch_due_ms)
+                voter = replica.replica_id
+                if not replica.acknowledged and voter not in self._inflight:
+                    deadline = min(deadline, max(replica.begin_epoch_due_ms,
+                                                 self._backoff_until.get(voter, 0)))
             for parked in self._parked.values():
                 deadline = min(deadline, parked.deadline_ms)
         return deadline
@@ -242,6 +253,12 @@ class RaftCore:
 
     def _backoff(self, destination):
         self._backoff_until[destination] = self._now + self.config.retry_backoff_ms
+
+    def _maybe_rotate_observer(self):
+        """An observer still looking for the leader moves on to the next voter after a
+        failed or fruitless request (Kafka rotates over its bootstrap servers)."""
+        if not self.is_voter and self.quorum.role == "unattached":
+            self._observer_cursor += 1
 
     def _maybe_send_requests(self):
         state = self.quorum.state
@@ -423,8 +440,10 @@ class RaftCore:
         response. True when the response needs no further handling."""
         local = self.quorum.epoch
         if epoch < local or error == UNKNOWN_LEADER_EPOCH:
+            self._backoff(source)
+            self._maybe_rotate_observer()
             return True
-        leader = leader_id if leader_id >= 0 else None
+        leader = leader_id if leader_id in self.quorum.voters else None
         known = self.quorum.leader_id()
         if epoch > local or (leader is not None and known is None):
             if leader is not None:
@@ -438,8 +457,7 @@ class RaftCore:
                 f"names {leader}")
         if error != NONE:
             self._backoff(source)
-            if not self.is_voter and self.quorum.role == "unattached":
-                self._observer_cursor += 1
+            self._maybe_rotate_observer()
             return True
         return False
 
@@ -526,6 +544,14 @@ class RaftCore:
         if part is None:
             self._respond(message, rpc.quorum_epoch_response(
                 response_cls, INVALID_REQUEST, None, self.quorum.epoch))
+            return None
+        if part.leader_id not in self.quorum.voters or part.leader_id == self.node_id or (
+                getattr(body, "voter_id", -1) >= 0 and body.voter_id != self.node_id):
+            # Only another voter leads; a request naming this node as leader (or meant
+            # for another voter) cannot be valid.
+            self._respond(message, rpc.quorum_epoch_response(
+                response_cls, NONE, self.leader_id, self.quorum.epoch,
+                partition_error=INVALID_REQUEST))
             return None
         if part.leader_epoch < self.quorum.epoch:
             self._respond(message, rpc.quorum_epoch_response(
@@ -617,6 +643,9 @@ class RaftCore:
             return self._fetch_error(message, error)
         leader = self.quorum.state
         replica_id = rpc.fetch_replica_id(body)
+        if replica_id == self.node_id:
+            # The leader's own entry tracks its durable log; nobody else may move it.
+            return self._fetch_error(message, INVALID_REQUEST)
         leader.on_voter_fetch(replica_id, self._now)
         self._parked.pop(replica_id, None)
         latest = self.storage.latest_snapshot_id()
@@ -637,20 +666,24 @@ class RaftCore:
                                            self._now + body.max_wait_ms)
 
     def _hw_news(self, replica):
-        return self.high_watermark is not None and self.high_watermark > replica.hw_sent
+        hw = self.quorum.state.high_watermark
+        return hw is not None and hw > replica.hw_sent
 
     def _complete_fetch(self, message, replica, offset):
         leader = self.quorum.state
         data = b""
         if offset < self.storage.log_end_offset:
             data = self.storage.read(offset, self.config.fetch_max_bytes)
-        replica.hw_sent = -1 if self.high_watermark is None else self.high_watermark
+        hw = leader.high_watermark
+        replica.hw_sent = -1 if hw is None else hw
         self._respond(message, self._fetch_answer(leader, records=data))
 
     def _fetch_answer(self, leader, records=None, diverging=None, snapshot_id=None):
+        # A leader reports only the high watermark of its own epoch (-1 until it has
+        # one), never the one it knew as a follower (kafka-facts §7.4).
         return rpc.fetch_response(
             NONE, self.node_id, leader.epoch,
-            high_watermark=-1 if self.high_watermark is None else self.high_watermark,
+            high_watermark=-1 if leader.high_watermark is None else leader.high_watermark,
             log_start_offset=self.storage.log_start_offset, records=records,
             diverging=diverging, snapshot_id=snapshot_id)
 
@@ -736,6 +769,9 @@ class RaftCore:
         state.fetched = True
         diverging = part.diverging_epoch
         if diverging is not None and diverging.epoch >= 0:
+            if diverging.end_offset < 0:
+                self._backoff(message.source)  # malformed: ask again later
+                return
             return self._truncate_to_diverging(diverging.epoch, diverging.end_offset)
         snapshot = part.snapshot_id
         if snapshot is not None and snapshot.end_offset >= 0 and snapshot.epoch >= 0:
@@ -848,13 +884,26 @@ class RaftCore:
             self._download = None
             self._install_snapshot(snapshot_id)
 
-    def _install_snapshot(self, snapshot_id):
-        """A complete snapshot from the leader: restart the log at its end when it is
-        ahead of the log, and load it into the state machine if that is behind it."""
+    def _snapshot_ahead(self, snapshot_id):
+        """True unless the log already holds the snapshot's last record in the snapshot's
+        epoch (or starts at or past its end): then the log can stay as it is."""
         storage = self.storage
-        last_epoch = storage.last_fetched_epoch()
-        if snapshot_id.epoch > last_epoch or (
-                snapshot_id.epoch == last_epoch and snapshot_id.end_offset > storage.log_end_offset):
+        end = snapshot_id.end_offset
+        if end <= storage.log_start_offset:
+            return False
+        return not (end <= storage.log_end_offset
+                    and storage.epoch_for_offset(end - 1) == snapshot_id.epoch)
+
+    def _install_snapshot(self, snapshot_id):
+        """A complete snapshot from the leader: restart the log at its end unless the log
+        matches it there, and load it into the state machine if that is behind it."""
+        storage = self.storage
+        if self._snapshot_ahead(snapshot_id):
+            hw = self.high_watermark
+            if hw is not None and hw > snapshot_id.end_offset:
+                raise RaftStateError(
+                    f"node {self.node_id}: the leader's snapshot {snapshot_id} disagrees "
+                    f"with the log below the high watermark {hw}")
             storage.truncate_fully_and_start_at(snapshot_id)
             self._durable_end = storage.log_end_offset
         if self._applied < snapshot_id.end_offset:
@@ -884,7 +933,7 @@ class RaftCore:
 
         self._respond(message, rpc.describe_quorum_response(
             NONE, self.node_id, state.epoch,
-            -1 if self.high_watermark is None else self.high_watermark,
+            -1 if state.high_watermark is None else state.high_watermark,
             voters=rows(state.voters.values(), own=True),
             observers=rows(state.observers.values())))
 
@@ -941,7 +990,11 @@ class RaftCore:
                 f"a snapshot must end in ({storage.log_start_offset}, "
                 f"{min(hw or 0, self._applied)}] (log start, applied committed offset), "
                 f"not at {end_offset}")
-        snapshot_id = SnapshotId(end_offset, storage.epoch_for_offset(end_offset - 1))
+        holder = storage.read_batches(end_offset - 1, end_offset)
+        if not holder or holder[-1].last_offset != end_offset - 1:
+            raise InvalidOffsetError(f"a snapshot must end at a batch boundary; offset "
+                                     f"{end_offset} falls inside a batch")
+        snapshot_id = SnapshotId(end_offset, holder[-1].epoch)
         previous = storage.latest_snapshot_id()
         if previous is not None and previous.end_offset >= end_offset:
             return previous

@@ -189,12 +189,13 @@ class QuorumState:
         if stored is None or stored.epoch < log_last_epoch:
             return self._enter(UnattachedState(max(log_last_epoch, 0), deadline_ms))
         epoch = stored.epoch
+        if not self.is_voter and self.node_id in (stored.leader_id, stored.voted_id):
+            # A former voter that now runs as an observer keeps only the epoch.
+            return self._enter(UnattachedState(epoch, deadline_ms))
         if stored.leader_id == self.node_id:
             # It led this epoch before the restart: never append in it again.
-            self._require_voter("leader")
             return self._enter(ResignedState(epoch, self.node_id, deadline_ms))
         if stored.voted_id == self.node_id and stored.leader_id is None:
-            self._require_voter("candidate")
             return self._enter(CandidateState(epoch, self.node_id, self.voters, deadline_ms, 1))
         if stored.leader_id is not None:
             return self._enter(FollowerState(epoch, stored.leader_id, deadline_ms,
