@@ -435,6 +435,19 @@ class RaftCore:
         return cluster_id is None or self.config.cluster_id is None or \
             cluster_id == self.config.cluster_id
 
+    def _response_partition(self, message, body, part, current=False):
+        """The partition of a response that needs handling beyond what every response
+        teaches (`_handle_common_response`), else None. With `current`, the leader and
+        epoch are in the partition's CurrentLeader (Fetch, FetchSnapshot)."""
+        if part is None:
+            return None
+        leader = part.current_leader if current else part
+        error = body.error_code or part.error_code
+        if self._handle_common_response(message.source, error, leader.leader_id,
+                                        leader.leader_epoch):
+            return None
+        return part
+
     def _handle_common_response(self, source, error, leader_id, epoch):
         """Kafka's `maybeHandleCommonResponse`: learn a newer epoch or leader from any
         response. True when the response needs no further handling."""
@@ -517,12 +530,8 @@ class RaftCore:
         return up_to_date
 
     def _handle_vote_response(self, message, body, tag):
-        part = rpc.vote_response_partition(body)
+        part = self._response_partition(message, body, rpc.vote_response_partition(body))
         if part is None:
-            return
-        error = body.error_code or part.error_code
-        if self._handle_common_response(message.source, error, part.leader_id,
-                                        part.leader_epoch):
             return
         state = self.quorum.state
         if tag is not state or state.name not in ("prospective", "candidate"):
@@ -594,12 +603,8 @@ class RaftCore:
                                                          self.quorum.epoch))
 
     def _handle_quorum_epoch_response(self, message, body, tag):
-        part = rpc.quorum_epoch_partition(body)
+        part = self._response_partition(message, body, rpc.quorum_epoch_partition(body))
         if part is None:
-            return
-        error = body.error_code or part.error_code
-        if self._handle_common_response(message.source, error, part.leader_id,
-                                        part.leader_epoch):
             return
         state = self.quorum.state
         if body.api_key == BEGIN_EPOCH and state.name == "leader":
@@ -753,14 +758,11 @@ class RaftCore:
     # ---------------------------------------------------------------- Fetch (follower side)
 
     def _handle_fetch_response(self, message, body, tag):
-        part = rpc.fetch_response_partition(body)
+        part = self._response_partition(message, body, rpc.fetch_response_partition(body),
+                                        current=True)
         if part is None:
             return
-        error = body.error_code or part.error_code
         current = part.current_leader
-        if self._handle_common_response(message.source, error, current.leader_id,
-                                        current.leader_epoch):
-            return
         state = self.quorum.state
         if (state.name != "follower" or state.leader_id != message.source
                 or current.leader_epoch != state.epoch):
@@ -858,15 +860,12 @@ class RaftCore:
         answer(NONE, snapshot_id, size, position, data)
 
     def _handle_fetch_snapshot_response(self, message, body, tag):
-        part = rpc.fetch_snapshot_partition(body)
+        raw = rpc.fetch_snapshot_partition(body)
+        part = self._response_partition(message, body, raw, current=True)
         if part is None:
-            return
-        error = body.error_code or part.error_code
-        current = part.current_leader
-        if self._handle_common_response(message.source, error, current.leader_id,
-                                        current.leader_epoch):
-            if error == SNAPSHOT_NOT_FOUND and self._download is not None:
-                self._download.abort()
+            if raw is not None and raw.error_code == SNAPSHOT_NOT_FOUND \
+                    and self._download is not None:
+                self._download.abort()  # the leader dropped it: back to Fetch
                 self._download = None
             return
         download = self._download
