@@ -25,6 +25,7 @@ import collections
 import random
 
 from kraftcore.errors import RaftStateError
+from kraftcore.log import quorum_state
 from kraftcore.raft.core import RaftCore
 from kraftcore.sim.invariants import SimViolation
 from kraftcore.sim.state_machine import StateMachine
@@ -45,6 +46,7 @@ class SimNode:
         self.sim = sim
         self.storage = MemoryStorage()
         self.election_state = None
+        self.quorum_state_file = None  # the bytes of the node's quorum-state file
         self.core = None
         self.sm = None
         self.incarnation = 0
@@ -253,8 +255,11 @@ class SimNode:
         head = self._pending.popleft()
         self._head_scheduled = False
         if head.election_state is not None:
-            self.election_state = head.election_state
-            sim.checker.on_persisted_election(self, head.election_state)
+            # Through the quorum-state file's bytes, as a real node stores it: what a
+            # restart reads back is what Kafka's format kept.
+            self.quorum_state_file = quorum_state.encode(head.election_state, data_version=1)
+            self.election_state = quorum_state.decode(self.quorum_state_file)
+            sim.checker.on_persisted_election(self, self.election_state)
         if head.flush_offset is not None:
             self.storage.flush()
         self._finish(head)
