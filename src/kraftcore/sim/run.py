@@ -77,8 +77,11 @@ class SimParams:
         return " ".join(parts)
 
     def replay_command(self):
-        return (f"python -m kraftcore.sim --seed {self.seed} --voters {self.voters} "
-                f"--observers {self.observers} --duration-ms {self.duration_ms}")
+        command = (f"python -m kraftcore.sim --seed {self.seed} --voters {self.voters} "
+                   f"--observers {self.observers} --duration-ms {self.duration_ms}")
+        if self.liveness_ms != LIVENESS_MS_DEFAULT:
+            command += f" --liveness-ms {self.liveness_ms}"
+        return command
 
 
 def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
@@ -357,13 +360,13 @@ def _parse_seeds(text):
 
 
 def _run_one(job):
-    seed, voters, observers, duration_ms = job
-    return run_seed(seed, voters, observers, duration_ms)
+    return run_seed(*job)
 
 
-def run_seeds(seeds, voters=3, observers=0, duration_ms=None, jobs=1):
+def run_seeds(seeds, voters=3, observers=0, duration_ms=None, jobs=1,
+              liveness_ms=LIVENESS_MS_DEFAULT):
     """Yield the `SimResult` of each seed, in seed order (`jobs` processes)."""
-    work = [(seed, voters, observers, duration_ms) for seed in seeds]
+    work = [(seed, voters, observers, duration_ms, liveness_ms) for seed in seeds]
     if jobs <= 1:
         for job in work:
             yield _run_one(job)
@@ -385,6 +388,8 @@ def main(argv=None):
     parser.add_argument("--observers", type=int, default=0)
     parser.add_argument("--duration-ms", type=int, default=None,
                         help="length of the safety phase (default: drawn from the seed)")
+    parser.add_argument("--liveness-ms", type=int, default=LIVENESS_MS_DEFAULT,
+                        help="simulated time the quorum gets to recover once faults stop")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--trace", action="store_true",
                         help="print every event of the run (one seed)")
@@ -400,9 +405,10 @@ def main(argv=None):
         if len(seeds) != 1:
             parser.error("--trace runs one seed")
         results = [run_seed(seeds[0], args.voters, args.observers, args.duration_ms,
-                            trace_output=print)]
+                            args.liveness_ms, trace_output=print)]
     else:
-        results = run_seeds(seeds, args.voters, args.observers, args.duration_ms, args.jobs)
+        results = run_seeds(seeds, args.voters, args.observers, args.duration_ms, args.jobs,
+                            args.liveness_ms)
 
     total = SimStats(events=0)
     failures = []
