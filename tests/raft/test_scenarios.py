@@ -20,8 +20,10 @@ from kraftcore import codec
 from kraftcore.errors import NotLeaderError, RaftStateError
 from kraftcore.log.quorum_state import ElectionState
 from kraftcore.metadata.control import LEADER_CHANGE, decode_control_record
+from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import RaftConfig, RaftCore, rpc
+from kraftcore.raft.config import CLUSTER_METADATA_TOPIC
 from kraftcore.raft.types import RaftMessage, SnapshotId
 from kraftcore.sim.storage import MemoryStorage
 
@@ -645,3 +647,35 @@ def test_candidate_asks_voters_whose_pre_vote_answer_was_lost():
         3: candidate -> leader (epoch 1)
     """)
     assert c.leader() == 3 and c.core(3).epoch == 1
+
+
+def test_describe_quorum_is_answered_by_the_leader_only():
+    """DescribeQuorum (kafka-metadata-quorum describe): the leader reports its epoch, high
+    watermark and every voter's log end offset; a follower answers NOT_LEADER_OR_FOLLOWER
+    and names the leader."""
+    c = Cluster(voters=(1, 2, 3), seed=0)
+    leader = c.run_until_leader()
+    c.propose(leader, [b"a", b"b"])
+    c.run(500)
+    request = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name=CLUSTER_METADATA_TOPIC,
+        partitions=[m.DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    answers = {}
+    for node in (leader, follower):
+        c.inject(99, node, request)
+        while c.queue[0].destination != node or c.queue[0].source != 99:
+            c.deliver_one()
+        c.deliver_one()
+        answers[node] = c.take_queued(node, 99, "DescribeQuorumResponse").body
+    part = answers[leader].topics[0].partitions[0]
+    hw = c.core(leader).high_watermark
+    assert (part.error_code, part.leader_id, part.leader_epoch) == (0, leader, c.core(leader).epoch)
+    assert part.high_watermark == hw == 3  # LeaderChange + two records
+    assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
+    assert all(v.log_end_offset == 3 for v in part.current_voters)
+    assert part.observers == []
+    other = answers[follower].topics[0].partitions[0]
+    assert other.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and other.leader_id == leader
+    # The body encodes at the version the runtime will use.
+    assert m.DescribeQuorumResponse.decode(answers[leader].encode(2), 2) == answers[leader]
