@@ -27,7 +27,6 @@ duplicated and reordered deliveries are harmless.
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               NotLeaderError, RaftStateError)
-from kraftcore.log.quorum_state import ElectionState
 from kraftcore.metadata.control import LeaderChangeMessage, encode_control_batch
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
@@ -1056,4 +1055,4 @@ class RaftCore:
                 self._complete_parked()
 
 
-__all__ = ["RaftCore", "RaftConfig", "ElectionState"]
+__all__ = ["RaftCore"]

@@ -34,11 +34,6 @@ class SnapshotId(NamedTuple):
 BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
 
 
-class OffsetAndEpoch(NamedTuple):
-    offset: int
-    epoch: int
-
-
 class LeaderAndEpoch(NamedTuple):
     """Who leads which epoch, as a node knows it; `leader_id` None when unknown."""
 
