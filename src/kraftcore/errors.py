@@ -126,3 +126,49 @@ class RaftStateError(RaftError):
     """The quorum reached a state that must never happen (committed data about to be
     truncated, two leaders in one epoch, a response naming this node leader when it is
     not). The node must stop: continuing could lose or fork committed data."""
+
+
+class ControllerError(KraftcoreError):
+    """A controller operation was refused. `code` is the Kafka error code a response carries
+    for it (a `kraftcore.protocol.error_codes.ErrorCode` value, e.g. 38
+    INVALID_REPLICATION_FACTOR); the message says what was wrong with the request."""
+
+    def __init__(self, code, message):
+        self.code = int(code)
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.code, str(self)))
+
+
+class NotControllerError(ControllerError):
+    """This node is not (or is no longer) the active controller, or it lost leadership
+    before the operation's records were committed: nothing of the operation is promised.
+    `controller_id` names the active controller when it is known (else None); retry there."""
+
+    NOT_CONTROLLER = 41
+
+    def __init__(self, node_id, controller_id=None, reason=None):
+        self.node_id = node_id
+        self.controller_id = controller_id
+        where = (f"node {controller_id} is the active controller" if controller_id is not None
+                 else "the active controller is not known")
+        text = f"node {node_id} is not the active controller ({where})"
+        if reason:
+            text += f": {reason}"
+        super().__init__(self.NOT_CONTROLLER, text + "; retry on the active controller")
+
+    def __reduce__(self):
+        return (_rebuild_not_controller, (self.node_id, self.controller_id, str(self)))
+
+
+def _rebuild_not_controller(node_id, controller_id, text):
+    error = NotControllerError(node_id, controller_id)
+    error.args = (text,)
+    return error
+
+
+class MetadataError(KraftcoreError):
+    """A metadata record cannot apply to the image it is replayed on (a partition of an
+    unknown topic, a change to an unknown broker, a transaction marker out of place). The
+    log or snapshot holding it is inconsistent: stop replaying and report it."""

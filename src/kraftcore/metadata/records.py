@@ -346,15 +346,16 @@ def decode_batch(buffer, *, verify=True, skip_control=False):
     A bad metadata value raises `ProtocolError` naming the batch position, the record's
     offset and the position inside the value.
     """
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         return _decode_batches(buffer, verify, skip_control)
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused():
-    """Decoded records form no reference cycles; without this pause the cyclic collector
-    would rescan the growing result every 700 allocations (the kernel pauses it the same
-    way inside one call; this covers the per-batch loop around it)."""
+def cyclic_gc_paused():
+    """Pause the cyclic garbage collector for a bulk step. Records, images and deltas form
+    no reference cycles; without this pause the collector would rescan the growing result
+    (and the image's millions of objects) every 700 allocations (the kernel pauses it the
+    same way inside one call; this covers the loops around it). Nested uses are fine."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -152,6 +152,14 @@ class RaftCore:
     def voters(self):
         return self.quorum.voters
 
+    @property
+    def epoch_start_offset(self):
+        """On the leader, the offset of its epoch's LeaderChange record (everything below it
+        is committed once that record is); None on every other role. A state machine on the
+        leader may act as leader once it has applied the log past this offset."""
+        state = self.quorum.state
+        return state.epoch_start_offset if state.name == "leader" else None
+
     def __repr__(self):
         return (f"RaftCore(node={self.node_id}, {self.quorum.state!r}, hw={self.high_watermark}, "
                 f"leo={self.storage.log_end_offset})")

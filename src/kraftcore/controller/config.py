@@ -1,0 +1,53 @@
+"""The active controller's settings, with Kafka's defaults (kafka-facts §8.1–8.4)."""
+
+import dataclasses
+
+from kraftcore.errors import ConfigError
+from kraftcore.metadata.records import METADATA_VERSION_LEVELS
+
+__all__ = ["ControllerConfig", "DEFAULT_METADATA_VERSION"]
+
+DEFAULT_METADATA_VERSION = METADATA_VERSION_LEVELS["3.9-IV0"]
+"""The metadata.version a new cluster is bootstrapped with."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerConfig:
+    cluster_id: str = "kraftcore-cluster"
+    # broker.session.timeout.ms / broker.heartbeat.interval.ms
+    session_timeout_ms: int = 9000
+    heartbeat_interval_ms: int = 2000
+    # metadata.max.idle.interval.ms: a NoOpRecord this often keeps the high watermark moving
+    # (0: never).
+    max_idle_interval_ms: int = 500
+    # num.partitions / default.replication.factor, used when a request says -1.
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+    # A single operation's records (MAX_RECORDS_PER_BATCH is 10 000 in Kafka for user
+    # operations; fencing a broker may need one record per partition it holds).
+    operation_records_max: int = 1_000_000
+    # The most value bytes the controller puts in one Raft batch; an operation above it is
+    # written as a metadata transaction over several batches.
+    batch_bytes_max: int = 4 * 1024 * 1024
+    # metadata.version written when the log is empty.
+    bootstrap_metadata_version: int = DEFAULT_METADATA_VERSION
+    # producer ids per ProducerIdsRecord block
+    producer_id_block_size: int = 1000
+
+    def __post_init__(self):
+        for name in ("session_timeout_ms", "heartbeat_interval_ms", "default_partitions",
+                     "default_replication_factor", "operation_records_max",
+                     "batch_bytes_max", "producer_id_block_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"controller config {name} must be >= 1, not "
+                                  f"{getattr(self, name)!r}")
+        if self.max_idle_interval_ms < 0:
+            raise ConfigError(f"controller config max_idle_interval_ms must be >= 0, not "
+                              f"{self.max_idle_interval_ms!r}")
+        if self.bootstrap_metadata_version not in METADATA_VERSION_LEVELS.values():
+            raise ConfigError(f"bootstrap_metadata_version {self.bootstrap_metadata_version!r}"
+                              " is not a known metadata.version level (1-"
+                              f"{max(METADATA_VERSION_LEVELS.values())})")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be "
+                              f"below session_timeout_ms ({self.session_timeout_ms})")

@@ -1,0 +1,174 @@
+"""From committed log to images: `MetadataLoader` turns what the Raft core delivers (a
+snapshot to load, committed batches) into a sequence of `MetadataImage`s, and says when the
+node should write a snapshot of its image (kafka-facts §4.6, §5.2 "Metadata transactions").
+
+Every node runs one: the standby controllers and the brokers publish its images; the active
+controller keeps its committed image with it.
+
+Invariants it keeps:
+
+* batches apply strictly in offset order, without gaps (else `MetadataError`);
+* records between a BeginTransactionRecord and its EndTransactionRecord apply together, when
+  the End is committed; an AbortTransactionRecord drops them. A published image never holds
+  part of a transaction: its `end_offset` stops before an open transaction's Begin;
+* control batches (LeaderChange, ...) move the offsets but change nothing else;
+* a snapshot is due after `snapshot_max_bytes` of committed batches, or `snapshot_interval_ms`
+  after the previous one (0 turns the timer off) — Kafka's defaults are 20 MiB and one hour
+  — and only when the image covers everything consumed (no transaction open), so that the
+  snapshot ends on a batch boundary.
+"""
+
+from kraftcore import codec
+from kraftcore.errors import MetadataError, ProtocolError
+from kraftcore.metadata import records as R
+from kraftcore.metadata.delta import MetadataDelta
+from kraftcore.metadata.image import EMPTY_IMAGE
+from kraftcore.metadata.snapshot import load_snapshot
+
+__all__ = ["MetadataLoader", "SNAPSHOT_MAX_BYTES", "SNAPSHOT_INTERVAL_MS"]
+
+SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
+SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
+
+_BEGIN = R.BeginTransactionRecord
+_END = R.EndTransactionRecord
+_ABORT = R.AbortTransactionRecord
+_MARKERS = frozenset((_BEGIN, _END, _ABORT))
+
+
+class MetadataLoader:
+    def __init__(self, *, image=EMPTY_IMAGE, snapshot_max_bytes=SNAPSHOT_MAX_BYTES,
+                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS, now_ms=0):
+        if snapshot_max_bytes < 1:
+            raise ValueError(f"snapshot_max_bytes must be positive, not {snapshot_max_bytes}")
+        if snapshot_interval_ms < 0:
+            raise ValueError(f"snapshot_interval_ms must be >= 0, not {snapshot_interval_ms}")
+        self.image = image
+        self.snapshot_max_bytes = snapshot_max_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        # The offset after the last batch consumed (>= image.end_offset).
+        self.next_offset = image.end_offset
+        # Records of the open transaction, or None; and the offset of its Begin.
+        self._transaction = None
+        self._transaction_offset = None
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
+        self.records_applied = 0
+
+    @property
+    def in_transaction(self):
+        return self._transaction is not None
+
+    def load_snapshot(self, snapshot_id, data, now_ms=None):
+        """Replace the image with the snapshot's; returns the new image."""
+        self.image = load_snapshot(data, snapshot_id)
+        self.next_offset = self.image.end_offset
+        self._transaction = None
+        self._transaction_offset = None
+        self.bytes_since_snapshot = 0
+        if now_ms is not None:
+            self.last_snapshot_ms = now_ms
+        return self.image
+
+    def apply(self, commits):
+        """Apply committed batches (`kraftcore.raft.types.CommittedBatch`, in order);
+        returns the new image (the same object when nothing in them changed the state)."""
+        if not commits:
+            return self.image
+        with R.cyclic_gc_paused():
+            return self._apply(commits)
+
+    def _apply(self, commits):
+        delta = MetadataDelta(self.image)
+        end_offset, epoch, timestamp = None, None, None
+        for batch in commits:
+            if batch.base_offset != self.next_offset:
+                raise MetadataError(f"committed batch [{batch.base_offset}, "
+                                    f"{batch.last_offset}] arrived when the loader expects "
+                                    f"offset {self.next_offset}")
+            try:
+                decoded = codec.decode_batches(batch.data)
+            except ProtocolError as exc:
+                raise MetadataError(f"committed batch at {batch.base_offset} does not decode: "
+                                    f"{exc}") from None
+            batch_timestamp = timestamp
+            for b in decoded:
+                if not b.is_control:
+                    self._replay_batch(delta, b)
+                    batch_timestamp = b.max_timestamp
+            self.next_offset = batch.last_offset + 1
+            self.bytes_since_snapshot += len(batch.data)
+            if self._transaction is None:
+                end_offset, epoch, timestamp = self.next_offset, batch.epoch, batch_timestamp
+            elif self._transaction_offset > batch.base_offset:
+                # A transaction began inside this batch: the records before it are applied.
+                end_offset, epoch, timestamp = (self._transaction_offset, batch.epoch,
+                                                batch_timestamp)
+        if end_offset is None and not delta.records:
+            return self.image
+        self.records_applied += delta.records
+        self.image = delta.apply(end_offset, epoch, timestamp)
+        return self.image
+
+    def adopt(self, image, batch_bytes):
+        """Take `image` as the committed image: the caller replayed exactly the committed
+        batches that end at `image.end_offset - 1` (the active controller, which replayed its
+        own records when it wrote them)."""
+        if self._transaction is not None:
+            raise MetadataError("cannot adopt an image while a metadata transaction is open")
+        if image.end_offset < self.next_offset:
+            raise MetadataError(f"cannot adopt an image ending at {image.end_offset}: the "
+                                f"loader is at {self.next_offset}")
+        self.image = image
+        self.next_offset = image.end_offset
+        self.bytes_since_snapshot += batch_bytes
+        return image
+
+    def _replay_batch(self, delta, batch):
+        records = batch.records
+        try:
+            decoded = R.decode_values([r.value for r in records])
+        except ProtocolError as exc:
+            raise MetadataError(f"batch at offset {batch.base_offset}: {exc}") from None
+        if self._transaction is None and not any(type(record) in _MARKERS
+                                                 for record, _ in decoded):
+            delta.replay_all([record for record, _ in decoded])
+            return
+        for (record, _), r in zip(decoded, records):
+            cls = type(record)
+            if cls is _BEGIN:
+                if self._transaction is not None:
+                    raise MetadataError(f"BeginTransactionRecord at offset {r.offset} inside "
+                                        f"the transaction begun at {self._transaction_offset}")
+                self._transaction = []
+                self._transaction_offset = r.offset
+            elif cls is _END or cls is _ABORT:
+                if self._transaction is None:
+                    raise MetadataError(f"{R.type_name(record)} at offset {r.offset} with no "
+                                        "transaction open")
+                if cls is _END:
+                    delta.replay_all(self._transaction)
+                self._transaction = None
+                self._transaction_offset = None
+            elif self._transaction is not None:
+                self._transaction.append(record)
+            else:
+                delta.replay(record)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_due(self, now_ms):
+        """Whether the node should snapshot its image now (see the module docstring)."""
+        if self._transaction is not None or self.image.end_offset != self.next_offset:
+            return False
+        if self.image.end_offset <= 0:
+            return False
+        if self.bytes_since_snapshot >= self.snapshot_max_bytes:
+            return True
+        return (self.snapshot_interval_ms > 0 and self.bytes_since_snapshot > 0
+                and now_ms - self.last_snapshot_ms >= self.snapshot_interval_ms)
+
+    def on_snapshot(self, now_ms):
+        """The node wrote a snapshot of the current image."""
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_ms = now_ms
