@@ -104,6 +104,11 @@ def encode_snapshot(image, *, timestamp_ms=None, batch_bytes=SNAPSHOT_BATCH_BYTE
     defaults to the image's."""
     if batch_bytes < 1:
         raise ValueError(f"batch_bytes must be positive, not {batch_bytes}")
+    with R.cyclic_gc_paused():
+        return _encode_snapshot(image, timestamp_ms, batch_bytes)
+
+
+def _encode_snapshot(image, timestamp_ms, batch_bytes):
     epoch = max(image.epoch, 0)
     timestamp = image.timestamp_ms if timestamp_ms is None else timestamp_ms
     records = image_records(image)
@@ -179,7 +184,8 @@ def load_snapshot(data, snapshot_id):
     """The `MetadataImage` a snapshot holds; `snapshot_id` (end offset, epoch) is its
     provenance. A metadata transaction marker in it raises `MetadataError` (a snapshot
     holds a whole image, never part of a transaction)."""
-    records, timestamp = decode_snapshot(data)
-    delta = MetadataDelta(EMPTY_IMAGE)
-    delta.replay_all(records)
-    return delta.apply(snapshot_id[0], snapshot_id[1], timestamp)
+    with R.cyclic_gc_paused():
+        records, timestamp = decode_snapshot(data)
+        delta = MetadataDelta(EMPTY_IMAGE)
+        delta.replay_all(records)
+        return delta.apply(snapshot_id[0], snapshot_id[1], timestamp)
