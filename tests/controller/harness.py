@@ -53,7 +53,11 @@ class FakeRaft:
         return base + len(values) - 1
 
     def resign(self):
+        """As the core does: the leader steps down and no longer knows a leader."""
         self.resigned += 1
+        if self.leader.leader_id == self.node_id:
+            self.leader = LeaderAndEpoch(None, self.leader.epoch)
+            self.start_offset = None
 
     def take_commits(self, count=None):
         end = len(self.batches) if count is None else self.committed + count

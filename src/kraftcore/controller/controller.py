@@ -58,6 +58,8 @@ __all__ = ["QuorumController"]
 
 _TRANSACTIONS_LEVEL = R.METADATA_VERSION_LEVELS["3.6-IV1"]
 _NOOP_LEVEL = R.METADATA_VERSION_LEVELS["3.3-IV1"]
+_MARKERS = frozenset((R.BeginTransactionRecord, R.EndTransactionRecord,
+                      R.AbortTransactionRecord))
 
 
 class QuorumController:
@@ -81,6 +83,7 @@ class QuorumController:
         self.writes = 0
         self.records_written = 0
         self.renounces = 0
+        self.write_errors = 0
 
     def __repr__(self):
         role = f"active in epoch {self.active_epoch}" if self.active else "standby"
@@ -106,14 +109,16 @@ class QuorumController:
 
     def on_commits(self, commits):
         if commits:
-            self.queue.append("commit", lambda now: self._handle_commits(commits, now))
+            self.queue.append("commit", lambda now: self._handle_commits(commits, now),
+                              bounded=False)
 
     def on_load_snapshot(self, snapshot_id, data):
         self.queue.append("load-snapshot",
-                          lambda now: self._handle_load_snapshot(snapshot_id, data, now))
+                          lambda now: self._handle_load_snapshot(snapshot_id, data, now),
+                          bounded=False)
 
     def on_leader_change(self):
-        self.queue.append("leader-change", self._check_leadership)
+        self.queue.append("leader-change", self._check_leadership, bounded=False)
 
     def _handle_commits(self, commits, now_ms):
         if not self._adopt_own_commits(commits):
@@ -139,7 +144,7 @@ class QuorumController:
         end where one of its writes ended, the image it built then *is* the committed image,
         and replaying the batches again is skipped. Returns whether it adopted."""
         written = self._written
-        if not self.active or not written:
+        if not self.active or not written or self.loader.in_transaction:
             return False
         last = commits[-1].last_offset
         if (commits[0].base_offset != self.loader.next_offset
@@ -183,7 +188,7 @@ class QuorumController:
         self.working = self.loader.image
         self._last_written = self.loader.next_offset - 1
         self.replication.on_activate()
-        self.queue.prepend("complete-activation", self._complete_activation)
+        self.queue.prepend("complete-activation", self._complete_activation, bounded=False)
 
     def _complete_activation(self, now_ms):
         if not self.active:
@@ -258,8 +263,10 @@ class QuorumController:
                 f"{self.config.operation_records_max}"))
             return
         if not records:
-            if self._parked:
-                self._parked.append((self._parked[-1][0], future, result))
+            # Read your writes: wait for every write of this controller, parked or not
+            # (session fencing, activation and NoOps write without a future).
+            if self._last_written >= self.loader.next_offset:
+                self._parked.append((self._last_written, future, result))
             else:
                 future.set_result(result)
             return
@@ -269,7 +276,13 @@ class QuorumController:
         """Propose `records`, replay them into the working image, park `future`."""
         level = self.working.metadata_version()
         values = R.encode_values(records, record_versions(records, level))
-        chunks = self._chunks(values, level)
+        try:
+            chunks = self._chunks(values, level)
+        except ControllerError as exc:
+            self.write_errors += 1
+            if future is not None:
+                future.set_exception(exc)
+            return
         first = None
         try:
             for chunk in chunks:
@@ -284,7 +297,9 @@ class QuorumController:
             return
         base = self.working
         delta = MetadataDelta(base)
-        delta.replay_all(records)
+        # Transaction markers are the loader's business; the working image takes the rest.
+        delta.replay_all([r for r in records if type(r) not in _MARKERS]
+                         if _MARKERS.intersection(map(type, records)) else records)
         self.working = delta.apply(last + 1, self.active_epoch, now_ms)
         self.replication.on_replayed(base, records)
         self.cluster.on_replayed(records, first)

@@ -11,9 +11,10 @@ simulator calls it after every input. Time is an input: the queue reads no clock
 * `schedule_deferred(tag, deadline_ms, fn)` runs it once `now_ms >= deadline_ms`; a second
   schedule under the same tag replaces the first; `cancel_deferred(tag)` drops it.
 
-Events queued by an event run in the same `run` call. The queue holds at most
-`events_max` events (`ControllerQueueFullError` beyond): a controller that cannot keep up
-refuses work instead of growing without bound.
+Events queued by an event run in the same `run` call. The queue takes at most
+`events_max` client operations (`ControllerQueueFullError` beyond): a controller that
+cannot keep up refuses work instead of growing without bound. The Raft core's inputs
+(commits, leader changes, snapshots) are always taken: refusing one would lose log.
 """
 
 import collections
@@ -51,12 +52,16 @@ class EventQueue:
         if len(self._events) >= self.events_max:
             raise ControllerQueueFullError(self.events_max)
 
-    def append(self, name, fn):
-        self._check_room()
+    def append(self, name, fn, *, bounded=True):
+        """`bounded=False` is for the inputs that must never be refused (the Raft core's
+        commits and leader changes: dropping one would leave a gap in the log)."""
+        if bounded:
+            self._check_room()
         self._events.append((name, fn))
 
-    def prepend(self, name, fn):
-        self._check_room()
+    def prepend(self, name, fn, *, bounded=True):
+        if bounded:
+            self._check_room()
         self._events.appendleft((name, fn))
 
     def schedule_deferred(self, tag, deadline_ms, fn):

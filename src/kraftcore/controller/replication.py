@@ -517,7 +517,18 @@ class ReplicationControl:
             records += mine
             results.append((0, None))
         if unclean_cluster or unclean_topics:
-            # Enabling unclean election gives leaderless partitions a leader at once.
-            records += self.elect_leaderless(
-                image, topic_names=None if unclean_cluster else unclean_topics, unclean=True)
+            # Enabling unclean election gives leaderless partitions a leader at once, in the
+            # topics where it is now on (a topic's own "false" beats the cluster's "true").
+            overrides = {name: entries.get(UNCLEAN_LEADER_ELECTION)
+                         for (kind, name), entries in image.configs.items()
+                         if kind == CONFIG_TOPIC}
+            for record in records:
+                if (record.resource_type == CONFIG_TOPIC
+                        and record.name == UNCLEAN_LEADER_ELECTION):
+                    overrides[record.resource_name] = record.value
+            if unclean_cluster:
+                names = {name for name in image.topic_ids if overrides.get(name) != "false"}
+            else:
+                names = {name for name in unclean_topics if overrides.get(name) == "true"}
+            records += self.elect_leaderless(image, topic_names=names, unclean=True)
         return records, results
