@@ -28,13 +28,11 @@ the same misuse); see `kraftcore.raft.storage` for the contract. What it adds:
 
 import bisect
 import dataclasses
-import struct
 
-from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, LogError,
-                              OffsetOutOfRangeError)
+from kraftcore.errors import InvalidOffsetError, LogError, OffsetOutOfRangeError
 from kraftcore.log.log import Log, RecoveryReport
 from kraftcore.log.snapshots import SnapshotDirectory
-from kraftcore.raft.storage import RaftStorage
+from kraftcore.raft.storage import BATCH_HEADER, RaftStorage, check_leader_append
 from kraftcore.raft.types import CommittedBatch, SnapshotId
 
 # The metadata log's settings that differ from a `Log`'s defaults: the Raft driver decides
@@ -47,12 +45,8 @@ RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000
 # How much `read_batches` asks the Log for at a time (a larger batch still comes whole).
 _READ_CHUNK_BYTES = 1024 * 1024
 
-# The batch header up to lastOffsetDelta: base offset, batch length, partition leader epoch,
-# magic, crc, attributes, last offset delta (bytes 0-26).
-_HEADER = struct.Struct(">qiibIhi")
-_HEADER_BYTES = 61
+_HEADER = BATCH_HEADER
 _CONTROL = 0x20
-_INT32_MAX = 0x7FFFFFFF
 _new = tuple.__new__
 
 
@@ -188,22 +182,9 @@ class FileRaftStorage(RaftStorage):
         return -1
 
     def append_as_leader(self, batch, epoch):
-        latest = self._log.latest_epoch
-        if type(epoch) is not int or not 0 <= epoch <= _INT32_MAX:
-            raise InvalidAppendError(f"leader epoch must be an int32 >= 0, got {epoch!r}")
-        if epoch < latest:
-            raise InvalidAppendError(
-                f"leader epoch {epoch} is below the log's latest epoch {latest}")
+        batch, _, _, delta = check_leader_append(batch, epoch, self._log.latest_epoch)
         if type(batch) is not bytes:
-            batch = bytes(memoryview(batch).cast("B"))
-        size = len(batch)
-        if size < _HEADER_BYTES:
-            raise InvalidAppendError(f"{size} bytes cannot hold a record batch")
-        _, length, _, magic, _, _, delta = _HEADER.unpack_from(batch, 0)
-        if length + 12 != size or magic != 2 or delta < 0:
-            raise InvalidAppendError(
-                "append_as_leader takes exactly one whole v2 record batch "
-                f"({size} bytes given, the header declares {length + 12}, magic {magic})")
+            batch = bytes(batch)
         base = self._log.append(batch, leader_epoch=epoch)
         return base, base + delta
 

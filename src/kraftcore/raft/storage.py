@@ -16,6 +16,38 @@ Semantics every implementation keeps:
 """
 
 import abc
+import struct
+
+from kraftcore.errors import InvalidAppendError
+
+# A v2 batch header through lastOffsetDelta: baseOffset, batchLength, partitionLeaderEpoch,
+# magic, crc, attributes, lastOffsetDelta (kafka-facts §2.1).
+BATCH_HEADER = struct.Struct(">qiibIhi")
+BATCH_HEADER_BYTES = 61
+_INT32_MAX = 0x7FFFFFFF
+
+
+def check_leader_append(batch, epoch, latest_epoch):
+    """The checks every `append_as_leader` makes: `epoch` an int32 not below the log's
+    `latest_epoch`, `batch` exactly one whole v2 batch. Returns `(batch, length, attributes,
+    last_offset_delta)` with `batch` as bytes or a byte memoryview; raises
+    `InvalidAppendError`."""
+    if type(epoch) is not int or not 0 <= epoch <= _INT32_MAX:
+        raise InvalidAppendError(f"leader epoch must be an int32 >= 0, got {epoch!r}")
+    if epoch < latest_epoch:
+        raise InvalidAppendError(
+            f"leader epoch {epoch} is below the log's latest epoch {latest_epoch}")
+    if type(batch) is not bytes:
+        batch = memoryview(batch).cast("B")
+    size = len(batch)
+    if size < BATCH_HEADER_BYTES:
+        raise InvalidAppendError(f"{size} bytes cannot hold a record batch")
+    _, length, _, magic, _, attributes, delta = BATCH_HEADER.unpack_from(batch, 0)
+    if length + 12 != size or magic != 2 or delta < 0:
+        raise InvalidAppendError(
+            "append_as_leader takes exactly one whole v2 record batch "
+            f"({size} bytes given, the header declares {length + 12}, magic {magic})")
+    return batch, length, attributes, delta
 
 
 class SnapshotDownload(abc.ABC):

@@ -26,18 +26,15 @@ import struct
 from kraftcore import codec
 from kraftcore.errors import InvalidAppendError, InvalidOffsetError, OffsetOutOfRangeError
 from kraftcore.log.epochs import LeaderEpochCache
-from kraftcore.raft.storage import RaftStorage, SnapshotDownload
+from kraftcore.raft.storage import (BATCH_HEADER, RaftStorage, SnapshotDownload,
+                                    check_leader_append)
 from kraftcore.raft.types import CommittedBatch, SnapshotId
 
-# The batch header up to lastOffsetDelta: base offset, batch length, partition leader epoch,
-# magic, crc, attributes, last offset delta (bytes 0-26).
-_HEADER = struct.Struct(">qiibIhi")
+_HEADER = BATCH_HEADER
 # What a leader append rewrites: base offset, batch length (unchanged), leader epoch. All
 # three lie before the CRC's range (bytes 21..end), so the CRC stays valid.
 _STAMP = struct.Struct(">qii")
-_HEADER_BYTES = 61
 _CONTROL = 0x20
-_INT32_MAX = 0x7FFFFFFF
 
 _validate = codec.validate_batches
 _bisect_left = bisect.bisect_left
@@ -151,21 +148,7 @@ class MemoryStorage(RaftStorage):
 
     def append_as_leader(self, batch, epoch):
         latest = self._epochs.latest_epoch
-        if type(epoch) is not int or not 0 <= epoch <= _INT32_MAX:
-            raise InvalidAppendError(f"leader epoch must be an int32 >= 0, got {epoch!r}")
-        if epoch < latest:
-            raise InvalidAppendError(
-                f"leader epoch {epoch} is below the log's latest epoch {latest}")
-        if type(batch) is not bytes:
-            batch = memoryview(batch).cast("B")
-        size = len(batch)
-        if size < _HEADER_BYTES:
-            raise InvalidAppendError(f"{size} bytes cannot hold a record batch")
-        _, length, _, magic, _, attributes, delta = _HEADER.unpack_from(batch, 0)
-        if length + 12 != size or magic != 2 or delta < 0:
-            raise InvalidAppendError(
-                "append_as_leader takes exactly one whole v2 record batch "
-                f"({size} bytes given, the header declares {length + 12}, magic {magic})")
+        batch, length, attributes, delta = check_leader_append(batch, epoch, latest)
         base = self._leo
         last = base + delta
         data = b"".join((_STAMP.pack(base, length, epoch), memoryview(batch)[16:]))
