@@ -68,14 +68,58 @@ def test_futures_complete_in_offset_order_as_their_batches_commit():
     assert second.done()
 
 
-def test_an_operation_that_writes_nothing_completes_at_once_when_nothing_is_pending():
+def test_an_operation_that_writes_nothing_waits_for_a_read_barrier():
+    # The refusal was read from this controller's image; it is answered only once a NoOp
+    # proposed after the read commits in this controller's epoch (no stale read).
     c = Cluster()
     mark = c.mark()
     future = c.create(NewTopic("no spaces allowed"), commit=False)
-    assert future.done()
+    assert not future.done()
+    assert [type(r).__name__ for r in c.records_since(mark)] == ["NoOpRecord"]
+    c.h.commit()
     [result] = future.result(timeout=0)
     assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
-    assert c.mark() == mark
+    assert c.controller.barriers == 1
+
+
+def test_one_read_barrier_serves_every_read_queued_before_it():
+    c = Cluster()
+    mark = c.mark()
+    futures = [c.controller.create_topics([NewTopic(f"bad name {i}")]) for i in range(3)]
+    futures.append(c.controller.delete_topics(["missing"]))
+    c.h.run()
+    assert [type(r).__name__ for r in c.records_since(mark)] == ["NoOpRecord"]
+    assert not any(f.done() for f in futures)
+    c.h.commit()
+    assert [f.result(timeout=0)[0].error_code for f in futures] == [
+        ErrorCode.INVALID_TOPIC_EXCEPTION] * 3 + [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_a_deposed_controller_never_answers_a_read_from_its_stale_image():
+    # The controller lost its leadership without hearing of it yet: its barrier does not
+    # commit, so the refusal it read ("topic does not exist") is never reported as fact.
+    c = Cluster()
+    future = c.controller.delete_topics(["t"])
+    c.h.run()
+    lose_leadership(c)
+    error = future.exception(timeout=0)
+    assert isinstance(error, NotControllerError) and error.controller_id == 2
+
+
+def test_a_read_queued_on_a_standby_fails_with_not_controller():
+    c = Cluster()
+    lose_leadership(c)
+    future = c.controller.delete_topics(["t"])
+    c.h.run()
+    assert isinstance(future.exception(timeout=0), NotControllerError)
+
+
+def test_a_heartbeat_that_writes_nothing_skips_the_read_barrier():
+    c = Cluster()
+    c.h.advance(100)
+    mark = c.mark()
+    future = c.heartbeat(0, commit=False)
+    assert future.done() and c.mark() == mark
 
 
 def test_an_operation_that_writes_nothing_waits_for_pending_writes():

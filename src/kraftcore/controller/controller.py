@@ -15,8 +15,22 @@ image (the committed image plus this controller's own uncommitted records), prop
 records to Raft (`raft.propose(values) -> last offset`), replay them into the working
 image at once, and park the future under the records' last offset. The future completes
 with the result only when the loader has applied a committed batch at or past that
-offset. An operation that writes nothing completes at once, or — when earlier writes are
-still uncommitted — with the last of them (read your writes).
+offset.
+
+An operation that writes nothing (a refusal such as TOPIC_ALREADY_EXISTS, a registration
+that changes nothing) read the working image, which a deposed controller that has not yet
+heard of its successor still holds: answering at once could report a state the cluster
+has left (a stale read). Such answers wait behind a *read barrier*: a NoOpRecord this
+controller proposes after the read, in a barrier event queued behind it (one barrier
+serves every read queued before it). If the barrier commits in this controller's epoch, no
+later epoch had committed anything when the read happened — the voters that committed
+the barrier fetched it from this leader after the read, and a majority of them would have
+had to move to a new epoch first — so the answer is linearizable (the read-index idea of
+the Raft thesis §6.4, with a log entry for the round trip). It also waits for every
+earlier write of this controller (read your writes). Heartbeats, whose answers are
+leases measured in time anyway, skip the barrier (`linearizable=False`): they complete at
+once or with the last pending write, as in Kafka. Before metadata.version 3.3-IV1 (no
+NoOpRecord) every operation behaves like a heartbeat.
 
 Committed batches go through a `MetadataLoader` on every controller, active or standby, so
 the committed image is always current and failover needs no reload.
@@ -80,8 +94,10 @@ class QuorumController:
         # (last offset, working image after it) of this epoch's writes not yet committed.
         self._written = collections.deque()
         self._now = now_ms
+        self._barrier_waiting = []  # [(future, result)] of reads behind the next barrier
         self.writes = 0
         self.records_written = 0
+        self.barriers = 0
         self.renounces = 0
         self.write_errors = 0
 
@@ -232,13 +248,16 @@ class QuorumController:
 
     # ------------------------------------------------------------------ the write path
 
-    def submit(self, name, generate):
+    def submit(self, name, generate, *, linearizable=True):
         """Queue a write event; `generate(image, now_ms) -> (records, result)` runs on the
-        active controller's working image. Returns a Future of the result."""
+        active controller's working image. Returns a Future of the result. A result with no
+        records waits for a read barrier unless `linearizable` is False (see the module
+        docstring)."""
         future = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
         try:
-            self.queue.append(name, lambda now: self._run_write(generate, future, now))
+            self.queue.append(name, lambda now: self._run_write(generate, future, now,
+                                                                linearizable))
         except ControllerError as exc:
             future.set_exception(exc)
         return future
@@ -248,7 +267,7 @@ class QuorumController:
         controller_id = leader.leader_id if leader.leader_id != self.node_id else None
         return NotControllerError(self.node_id, controller_id, reason)
 
-    def _run_write(self, generate, future, now_ms):
+    def _run_write(self, generate, future, now_ms, linearizable=True):
         if not self.active:
             future.set_exception(self._not_controller())
             return
@@ -263,6 +282,12 @@ class QuorumController:
                 f"{self.config.operation_records_max}"))
             return
         if not records:
+            level = self.working.metadata_version()
+            if linearizable and level is not None and level >= _NOOP_LEVEL:
+                if not self._barrier_waiting:
+                    self.queue.append("read-barrier", self._write_barrier, bounded=False)
+                self._barrier_waiting.append((future, result))
+                return
             # Read your writes: wait for every write of this controller, parked or not
             # (session fencing, activation and NoOps write without a future).
             if self._last_written >= self.loader.next_offset:
@@ -271,6 +296,21 @@ class QuorumController:
                 future.set_result(result)
             return
         self._write(records, future, result, now_ms)
+
+    def _write_barrier(self, now_ms):
+        waiting, self._barrier_waiting = self._barrier_waiting, []
+        if self.active:
+            self.barriers += 1
+            self._write([R.NoOpRecord()], None, None, now_ms)
+        if self.active:
+            self._parked += [(self._last_written, future, result)
+                             for future, result in waiting]
+            return
+        # Deposed before the barrier, or its propose failed (and _write renounced).
+        error = self._not_controller("leadership was lost before the read barrier committed")
+        for future, _ in waiting:
+            if not future.done():
+                future.set_exception(error)
 
     def _write(self, records, future, result, now_ms):
         """Propose `records`, replay them into the working image, park `future`."""
@@ -363,7 +403,8 @@ class QuorumController:
     def broker_heartbeat(self, broker_id, broker_epoch, *, metadata_offset,
                          want_fence=False, want_shutdown=False):
         return self.submit("broker-heartbeat", lambda image, now: self.cluster.heartbeat(
-            image, now, broker_id, broker_epoch, metadata_offset, want_fence, want_shutdown))
+            image, now, broker_id, broker_epoch, metadata_offset, want_fence, want_shutdown),
+            linearizable=False)
 
     def unregister_broker(self, broker_id):
         return self.submit("unregister-broker", lambda image, now: self.cluster.unregister(
