@@ -49,6 +49,12 @@ class RaftConfig:
         if self.fetch_max_bytes > RAFT_FETCH_BYTES_MAX or self.batch_max_bytes > RAFT_BATCH_BYTES_MAX:
             raise ConfigError(
                 f"fetch_max_bytes and batch_max_bytes must be at most {RAFT_FETCH_BYTES_MAX}")
+        if self.fetch_max_wait_ms >= min(self.request_timeout_ms, self.fetch_timeout_ms):
+            # A long-polled Fetch on an idle log would time out before its answer, and the
+            # follower, never counting a Fetch as successful, would start elections forever.
+            raise ConfigError(
+                f"fetch_max_wait_ms ({self.fetch_max_wait_ms}) must be below request_timeout_ms "
+                f"({self.request_timeout_ms}) and fetch_timeout_ms ({self.fetch_timeout_ms})")
         if self.cluster_id is not None and not isinstance(self.cluster_id, str):
             raise ConfigError(f"cluster_id must be a string or None, got {self.cluster_id!r}")
 
