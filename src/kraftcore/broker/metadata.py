@@ -48,10 +48,9 @@ API:
 
 from typing import NamedTuple
 
-from kraftcore.errors import InvalidOffsetError, MetadataError
+from kraftcore.errors import MetadataError
 from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata.loader import SNAPSHOT_INTERVAL_MS, SNAPSHOT_MAX_BYTES, MetadataLoader
-from kraftcore.metadata.snapshot import encode_snapshot
 
 __all__ = ["BrokerMetadata", "MetadataUpdate", "visible_brokers"]
 
@@ -84,8 +83,6 @@ class BrokerMetadata:
         self.loader = loader
         self._publishers = []
         self.leader = None
-        self.snapshots_written = 0
-        self.snapshots_deferred = 0
         self.snapshots_loaded = 0
 
     def __repr__(self):
@@ -168,19 +165,14 @@ class BrokerMetadata:
 
     def maybe_snapshot(self, now_ms, core):
         """Write a snapshot of the image through `core` when one is due; returns its
-        SnapshotId, or None when none is due or the core cannot take it yet."""
-        loader = self.loader
-        if not loader.snapshot_due(now_ms):
-            return None
-        image = loader.image
-        data = encode_snapshot(image)
-        try:
-            snapshot_id = core.create_snapshot(image.end_offset, data)
-        except InvalidOffsetError:
-            # Not committed / applied by the core yet (or not above its log start): the
-            # loader still says due, so a later call retries.
-            self.snapshots_deferred += 1
-            return None
-        loader.on_snapshot(now_ms)
-        self.snapshots_written += 1
-        return snapshot_id
+        SnapshotId, or None when none is due or the core cannot take it yet
+        (`MetadataLoader.maybe_snapshot`)."""
+        return self.loader.maybe_snapshot(now_ms, core.create_snapshot)
+
+    @property
+    def snapshots_written(self):
+        return self.loader.snapshots_written
+
+    @property
+    def snapshots_deferred(self):
+        return self.loader.snapshots_deferred

@@ -19,11 +19,11 @@ Invariants it keeps:
 """
 
 from kraftcore import codec
-from kraftcore.errors import MetadataError, ProtocolError
+from kraftcore.errors import InvalidOffsetError, MetadataError, ProtocolError
 from kraftcore.metadata import records as R
 from kraftcore.metadata.delta import MetadataDelta
 from kraftcore.metadata.image import EMPTY_IMAGE
-from kraftcore.metadata.snapshot import load_snapshot
+from kraftcore.metadata.snapshot import encode_snapshot, load_snapshot
 
 __all__ = ["MetadataLoader", "SNAPSHOT_MAX_BYTES", "SNAPSHOT_INTERVAL_MS"]
 
@@ -54,6 +54,8 @@ class MetadataLoader:
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
         self.records_applied = 0
+        self.snapshots_written = 0
+        self.snapshots_deferred = 0
 
     @property
     def in_transaction(self):
@@ -172,3 +174,22 @@ class MetadataLoader:
         """The node wrote a snapshot of the current image."""
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
+
+    def maybe_snapshot(self, now_ms, create_snapshot):
+        """When a snapshot is due, encode the image and hand it to `create_snapshot(end
+        offset, data) -> SnapshotId` (the Raft core's, which checks that the offset is
+        committed and applied and stores the file). Returns the SnapshotId, or None when none
+        is due or the core cannot take it yet (`InvalidOffsetError`: still due, so a later
+        call retries)."""
+        if not self.snapshot_due(now_ms):
+            return None
+        image = self.image
+        data = encode_snapshot(image)
+        try:
+            snapshot_id = create_snapshot(image.end_offset, data)
+        except InvalidOffsetError:
+            self.snapshots_deferred += 1
+            return None
+        self.on_snapshot(now_ms)
+        self.snapshots_written += 1
+        return snapshot_id

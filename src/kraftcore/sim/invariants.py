@@ -282,8 +282,7 @@ class Checker:
     def on_commit(self, node, batch, applied, state_machine):
         """`node`'s state machine applied committed `batch`, whose data records were
         `applied` = [(offset, value)]."""
-        self.committed.record(batch.base_offset, batch.last_offset, batch.epoch, batch.data,
-                              f"node {node.node_id} at {node.now_ms()} ms")
+        self.record_commit(node, batch)
         if applied:
             value_offsets = self.value_offsets
             proposed = self.proposed
@@ -296,6 +295,11 @@ class Checker:
                     raise SimViolation(f"node {node.node_id} applied value {value!r} at offset "
                                        f"{offset} that nobody proposed")
         self._check_digest(node, state_machine)
+
+    def record_commit(self, node, batch):
+        """Log matching: `node` delivered committed `batch`."""
+        self.committed.record(batch.base_offset, batch.last_offset, batch.epoch, batch.data,
+                              f"node {node.node_id} at {node.now_ms()} ms")
 
     def on_snapshot_loaded(self, node, snapshot_id, state_machine):
         epoch = self.committed.epoch_at(snapshot_id.end_offset - 1)
@@ -367,16 +371,20 @@ class Checker:
             raise SimViolation(f"node {node.node_id}: log start offset {start} is not the end "
                                f"of a stored snapshot ({ids})")
         for snapshot_id in ids:
-            state = decode_snapshot(storage.snapshot_bytes(snapshot_id))
-            known = self.digests.get(snapshot_id.end_offset)
-            if state[0] != snapshot_id.end_offset or (
-                    known is not None and (known[0], known[1]) != (state[1], state[2])):
-                raise SimViolation(f"node {node.node_id}: snapshot {snapshot_id} holds state "
-                                   f"{state}; state machines had {known} there")
+            self.check_snapshot_state(node, snapshot_id, storage.snapshot_bytes(snapshot_id))
             epoch = self.committed.epoch_at(snapshot_id.end_offset - 1)
             if epoch is not None and epoch != snapshot_id.epoch:
                 raise SimViolation(f"node {node.node_id}: snapshot {snapshot_id} but offset "
                                    f"{snapshot_id.end_offset - 1} was committed in epoch {epoch}")
+
+    def check_snapshot_state(self, node, snapshot_id, data):
+        """A stored snapshot holds the state every state machine had at its end offset."""
+        state = decode_snapshot(data)
+        known = self.digests.get(snapshot_id.end_offset)
+        if state[0] != snapshot_id.end_offset or (
+                known is not None and (known[0], known[1]) != (state[1], state[2])):
+            raise SimViolation(f"node {node.node_id}: snapshot {snapshot_id} holds state "
+                               f"{state}; state machines had {known} there")
 
     def final_check(self):
         """End of run: every running node's log below its high watermark is the committed

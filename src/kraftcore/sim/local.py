@@ -19,10 +19,25 @@ from kraftcore.raft.core import RaftCore
 from kraftcore.raft.types import LeaderAndEpoch
 from kraftcore.sim.storage import MemoryStorage
 
-__all__ = ["LocalQuorum"]
+__all__ = ["LocalQuorum", "RaftSide"]
 
 
-class LocalQuorum:
+class RaftSide:
+    """The read side of the Raft interface a `QuorumController` expects, over `self.core`
+    (a RaftCore); the owner adds `node_id`, `propose(values)` and `resign()`, which drive
+    its core."""
+
+    def leader_and_epoch(self):
+        return LeaderAndEpoch(self.core.leader_id, self.core.epoch)
+
+    def epoch_start_offset(self):
+        return self.core.epoch_start_offset
+
+    def next_offset(self):
+        return self.core.log_end_offset
+
+
+class LocalQuorum(RaftSide):
     def __init__(self, node_id=1, *, config=None, seed=0, now_ms=0):
         self.node_id = node_id
         self.now_ms = now_ms
@@ -44,15 +59,6 @@ class LocalQuorum:
     def resign(self):
         self.core.resign(self.now_ms)
         self._drive()
-
-    def leader_and_epoch(self):
-        return LeaderAndEpoch(self.core.leader_id, self.core.epoch)
-
-    def epoch_start_offset(self):
-        return self.core.epoch_start_offset
-
-    def next_offset(self):
-        return self.core.log_end_offset
 
     def _drive(self):
         core = self.core

@@ -93,7 +93,9 @@ class Network:
 
     # ------------------------------------------------------------------ traffic
 
-    def send(self, message):
+    def send(self, message, duplicable=True):
+        """Send `message`; `duplicable=False` for a request over a connection that never
+        delivers it twice (the controller workload's client and broker requests: TCP)."""
         self.sent += 1
         link = (message.source, message.destination)
         params = self.params
@@ -105,7 +107,8 @@ class Network:
             self._drop(message)
             return
         copies = 1
-        if params.duplicate_probability and rng.random() < params.duplicate_probability:
+        if (duplicable and params.duplicate_probability
+                and rng.random() < params.duplicate_probability):
             copies = 2
             self.duplicated += 1
             if self._on_event is not None:

@@ -83,8 +83,8 @@ class SimNode:
         sim = self.sim
         now = sim.scheduler.now_ms
         self.incarnation += 1
-        self.sm = StateMachine()
         self.leader_change = None
+        self._new_incarnation()
         sim.checker.on_start(self)
         sim.trace(f"{now} start {self.node_id} inc={self.incarnation} "
                   f"state={self.election_state} log=[{self.storage.log_start_offset},"
@@ -99,6 +99,15 @@ class SimNode:
         sim.network.node_up(self.node_id, self.incarnation)
         self._drive()
 
+    def _new_incarnation(self):
+        """What a node rebuilds at each start, before its core exists (the workload's
+        state machine)."""
+        self.sm = StateMachine()
+
+    def _drop_incarnation(self):
+        """What a crash loses besides the core."""
+        self.sm = None
+
     def crash(self):
         """Power loss: everything not persisted is gone."""
         if self.core is None:
@@ -106,7 +115,7 @@ class SimNode:
         sim = self.sim
         sim.trace(f"{sim.scheduler.now_ms} crash {self.node_id} pending={len(self._pending)}")
         self.core = None
-        self.sm = None
+        self._drop_incarnation()
         self._pending.clear()
         self._head_scheduled = False
         self._poll_at = None
@@ -190,6 +199,13 @@ class SimNode:
         else:
             sim.trace(f"{sim.scheduler.now_ms} ready {self.node_id} {ready.number} "
                       f"{ready.high_watermark} {len(ready.messages)} {len(ready.commits)}")
+        self._apply(ready)
+        self._pending.append(ready)
+
+    def _apply(self, ready):
+        """The state machine's part of a Ready: the snapshot to load, the commits, the leader
+        change; then a snapshot when one is due."""
+        sim = self.sim
         sm = self.sm
         if ready.load_snapshot is not None:
             snapshot_id = ready.load_snapshot
@@ -209,7 +225,6 @@ class SimNode:
             self.leader_change = ready.leader_change
         if last_epoch is not None and sm.records_since_snapshot >= sim.params.snapshot_records:
             self._maybe_snapshot(last_epoch)
-        self._pending.append(ready)
 
     def _maybe_snapshot(self, epoch):
         sm = self.sm

@@ -42,6 +42,8 @@ TRACE_TAIL_LINES = 60
 # How often the liveness phase looks for a leader and re-proposes (ms).
 LIVENESS_PROBE_MS = 10
 LIVENESS_REPROPOSE_MS = 500
+# Brokers (observers) the controller workload runs when none are asked for.
+CONTROLLER_BROKERS_DEFAULT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,10 @@ class SimParams:
     # A node snapshots its state machine after this many applied records.
     snapshot_records: int
     snapshot_padding_bytes: int
+    # "raft": the client proposes raw values; "controller": controllers, brokers and client
+    # operations (kraftcore.sim.controller), with its parameters in `controller`.
+    workload: str = "raft"
+    controller: object = None
 
     def describe(self):
         """Every parameter, one `name=value` list."""
@@ -79,16 +85,27 @@ class SimParams:
     def replay_command(self):
         command = (f"python -m kraftcore.sim --seed {self.seed} --voters {self.voters} "
                    f"--observers {self.observers} --duration-ms {self.duration_ms}")
+        if self.workload != "raft":
+            command += f" --workload {self.workload}"
         if self.liveness_ms != LIVENESS_MS_DEFAULT:
             command += f" --liveness-ms {self.liveness_ms}"
         return command
 
 
+WORKLOADS = ("raft", "controller")
+
+
 def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
-                    liveness_ms=LIVENESS_MS_DEFAULT):
-    """Every parameter of a run, drawn from the seed (the first stream of `Rngs(seed)`)."""
+                    liveness_ms=LIVENESS_MS_DEFAULT, workload="raft"):
+    """Every parameter of a run, drawn from the seed (the first stream of `Rngs(seed)`).
+    The controller workload draws its own parameters after the shared ones, so a seed's
+    Raft, network and fault parameters are the same under both workloads."""
     if voters < 1 or observers < 0:
         raise ValueError(f"need voters >= 1 and observers >= 0, got {voters}, {observers}")
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if workload == "controller" and observers < 1:
+        raise ValueError("the controller workload needs at least one broker (observer)")
     rng = Rngs(seed).child()
     election_timeout_ms = rng.choice((100, 150, 200, 300))
     raft = RaftConfig(
@@ -98,7 +115,8 @@ def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
         election_backoff_base_ms=rng.choice((10, 20, 50)),
         request_timeout_ms=election_timeout_ms * rng.choice((1, 2)),
         retry_backoff_ms=rng.choice((5, 10, 20)),
-        fetch_max_wait_ms=rng.choice((10, 25, 50, 100)),
+        # Below the request timeout with room for the network delay (RaftConfig's rule).
+        fetch_max_wait_ms=min(rng.choice((10, 25, 50, 100)), election_timeout_ms // 2),
         fetch_max_bytes=rng.choice((512, 4096, 65536, 1 << 20)),
         pre_vote=rng.random() < 0.85,
     )
@@ -122,15 +140,24 @@ def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
         resign_interval_ms=rng.choice((0, 0, 2000, 5000)),
     )
     drawn_duration_ms = rng.choice((3000, 4000, 5000, 6000))
+    fsync_ms_max = rng.choice((0, 1, 3, 10, 25))
+    propose_interval_ms_max = rng.choice((5, 20, 100))
+    values_per_proposal_max = rng.choice((1, 5, 20, 100))
+    snapshot_records = rng.choice((20, 100, 500, 1 << 40))
+    snapshot_padding_bytes = rng.choice((0, 100, 3000))
+    controller = None
+    if workload == "controller":
+        from kraftcore.sim.controller import controller_params
+
+        controller = controller_params(rng, raft)
     return SimParams(
         seed=seed, voters=voters, observers=observers,
         duration_ms=drawn_duration_ms if duration_ms is None else duration_ms,
         liveness_ms=liveness_ms, raft=raft, network=network, faults=faults,
-        fsync_ms_max=rng.choice((0, 1, 3, 10, 25)),
-        propose_interval_ms_max=rng.choice((5, 20, 100)),
-        values_per_proposal_max=rng.choice((1, 5, 20, 100)),
-        snapshot_records=rng.choice((20, 100, 500, 1 << 40)),
-        snapshot_padding_bytes=rng.choice((0, 100, 3000)),
+        fsync_ms_max=fsync_ms_max, propose_interval_ms_max=propose_interval_ms_max,
+        values_per_proposal_max=values_per_proposal_max, snapshot_records=snapshot_records,
+        snapshot_padding_bytes=snapshot_padding_bytes, workload=workload,
+        controller=controller,
     )
 
 
@@ -150,6 +177,10 @@ class SimStats:
     snapshots_created: int = 0
     snapshots_loaded: int = 0
     liveness_ms: int = None
+    # The controller workload: answered operations, and brokers the active controllers
+    # fenced because their session expired.
+    operations: int = 0
+    brokers_fenced: int = 0
 
 
 @dataclasses.dataclass
@@ -190,16 +221,27 @@ class Simulation:
                                self._on_network_event)
         voter_ids = tuple(range(1, params.voters + 1))
         all_ids = range(1, params.voters + params.observers + 1)
-        self.nodes = {node_id: SimNode(node_id, voter_ids, params.raft, rngs.child(), self)
+        self.nodes = {node_id: self._make_node(node_id, voter_ids, rngs.child())
                       for node_id in all_ids}
-        self.workload = Workload(self, workload_rng, params.propose_interval_ms_max,
-                                 params.values_per_proposal_max)
-        self.checker = Checker(self.nodes, self.workload.proposed)
+        self.workload = self._make_workload(workload_rng)
+        self.checker = self._make_checker()
         self.faults = Faults(self, faults_rng, params.faults)
         self._start_rng = start_rng
         self.live_done = False
         self.live_started_ms = None
         self.live_probes = []
+
+    # The parts a workload replaces (kraftcore.sim.controller).
+
+    def _make_node(self, node_id, voter_ids, rng):
+        return SimNode(node_id, voter_ids, self.params.raft, rng, self)
+
+    def _make_workload(self, rng):
+        return Workload(self, rng, self.params.propose_interval_ms_max,
+                        self.params.values_per_proposal_max)
+
+    def _make_checker(self):
+        return Checker(self.nodes, self.workload.proposed)
 
     # ------------------------------------------------------------------ trace
 
@@ -267,11 +309,15 @@ class Simulation:
         scheduler.run_until(self.live_started_ms + params.liveness_ms,
                             stop=self._is_live, after_event=self._after_event)
         if not self.live_done:
-            probes = [(value, offset, node_id) for value, offset, node_id, _ in self.live_probes]
-            raise SimViolation(
-                f"liveness: {params.liveness_ms} ms after faults stopped, no fresh proposal "
-                f"was applied by every node (proposals {probes[-5:]}); nodes: "
-                f"{self.describe_nodes()}")
+            raise SimViolation(f"liveness: {params.liveness_ms} ms after faults stopped, "
+                               f"{self._liveness_failure()}; nodes: {self.describe_nodes()}")
+        self._final_check()
+
+    def _liveness_failure(self):
+        probes = [(value, offset, node_id) for value, offset, node_id, _ in self.live_probes]
+        return f"no fresh proposal was applied by every node (proposals {probes[-5:]})"
+
+    def _final_check(self):
         self.checker.final_check()
 
     def _is_live(self):
@@ -325,11 +371,23 @@ def _node_id(node):
     return node.node_id
 
 
-def run_seed(seed, voters=3, observers=0, duration_ms=None, liveness_ms=LIVENESS_MS_DEFAULT,
-             trace_output=None):
-    """Run one seed; returns a `SimResult` (never raises for a failure of the run)."""
-    params = params_for_seed(seed, voters, observers, duration_ms, liveness_ms)
-    sim = Simulation(params, trace_output)
+def default_observers(workload):
+    return CONTROLLER_BROKERS_DEFAULT if workload == "controller" else 0
+
+
+def run_seed(seed, voters=3, observers=None, duration_ms=None, liveness_ms=LIVENESS_MS_DEFAULT,
+             trace_output=None, workload="raft"):
+    """Run one seed; returns a `SimResult` (never raises for a failure of the run).
+    `observers` defaults to 0, or to 3 brokers for the controller workload."""
+    if observers is None:
+        observers = default_observers(workload)
+    params = params_for_seed(seed, voters, observers, duration_ms, liveness_ms, workload)
+    if workload == "controller":
+        from kraftcore.sim.controller import ControllerSimulation
+
+        sim = ControllerSimulation(params, trace_output)
+    else:
+        sim = Simulation(params, trace_output)
     violation = None
     try:
         sim.run()
@@ -360,13 +418,16 @@ def _parse_seeds(text):
 
 
 def _run_one(job):
-    return run_seed(*job)
+    seed, voters, observers, duration_ms, liveness_ms, workload = job
+    return run_seed(seed, voters, observers, duration_ms, liveness_ms, workload=workload)
 
 
-def run_seeds(seeds, voters=3, observers=0, duration_ms=None, jobs=1,
-              liveness_ms=LIVENESS_MS_DEFAULT):
+def run_seeds(seeds, voters=3, observers=None, duration_ms=None, jobs=1,
+              liveness_ms=LIVENESS_MS_DEFAULT, workload="raft"):
     """Yield the `SimResult` of each seed, in seed order (`jobs` processes)."""
-    work = [(seed, voters, observers, duration_ms, liveness_ms) for seed in seeds]
+    if observers is None:
+        observers = default_observers(workload)
+    work = [(seed, voters, observers, duration_ms, liveness_ms, workload) for seed in seeds]
     if jobs <= 1:
         for job in work:
             yield _run_one(job)
@@ -384,8 +445,13 @@ def main(argv=None):
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--seed", type=int, help="run one seed")
     which.add_argument("--seeds", type=_parse_seeds, help="run seeds A..B (inclusive)")
+    parser.add_argument("--workload", choices=WORKLOADS, default="raft",
+                        help="raft: a client proposes raw values; controller: quorum "
+                        "controllers, brokers (the observers) and client operations")
     parser.add_argument("--voters", type=int, default=3)
-    parser.add_argument("--observers", type=int, default=0)
+    parser.add_argument("--observers", type=int, default=None,
+                        help="observers (brokers in the controller workload); default 0, "
+                        f"or {CONTROLLER_BROKERS_DEFAULT} with --workload controller")
     parser.add_argument("--duration-ms", type=int, default=None,
                         help="length of the safety phase (default: drawn from the seed)")
     parser.add_argument("--liveness-ms", type=int, default=LIVENESS_MS_DEFAULT,
@@ -397,18 +463,22 @@ def main(argv=None):
     parser.add_argument("--tail", action="store_true",
                         help=f"print the last {TRACE_TAIL_LINES} trace lines of a failed seed")
     args = parser.parse_args(argv)
+    if args.observers is None:
+        args.observers = default_observers(args.workload)
     if args.voters < 1 or args.observers < 0:
         parser.error("--voters must be >= 1 and --observers >= 0")
+    if args.workload == "controller" and args.observers < 1:
+        parser.error("the controller workload needs --observers >= 1 (the brokers)")
     seeds = range(args.seed, args.seed + 1) if args.seed is not None else args.seeds
 
     if args.trace:
         if len(seeds) != 1:
             parser.error("--trace runs one seed")
         results = [run_seed(seeds[0], args.voters, args.observers, args.duration_ms,
-                            args.liveness_ms, trace_output=print)]
+                            args.liveness_ms, trace_output=print, workload=args.workload)]
     else:
         results = run_seeds(seeds, args.voters, args.observers, args.duration_ms, args.jobs,
-                            args.liveness_ms)
+                            args.liveness_ms, args.workload)
 
     total = SimStats(events=0)
     failures = []
@@ -421,6 +491,7 @@ def main(argv=None):
         total.simulated_ms += stats.simulated_ms
         total.elections += stats.elections
         total.crashes += stats.crashes
+        total.operations += stats.operations
         if not result.passed:
             failures.append(result.seed)
             print(result.report(), flush=True)
@@ -432,6 +503,8 @@ def main(argv=None):
     summary = (f"{count} seeds ({shape}): {total.events} events, {total.committed_records} "
                f"committed records, {total.elections} elections, {total.crashes} crashes, "
                f"{total.simulated_ms / 1000:.1f} s simulated")
+    if args.workload == "controller":
+        summary += f", {total.operations} answered controller operations"
     if failures:
         print(f"FAILED {len(failures)} of {summary}; failing seeds: "
               f"{' '.join(map(str, failures))}")
