@@ -172,3 +172,56 @@ class MetadataError(KraftcoreError):
     """A metadata record cannot apply to the image it is replayed on (a partition of an
     unknown topic, a change to an unknown broker, a transaction marker out of place). The
     log or snapshot holding it is inconsistent: stop replaying and report it."""
+
+
+# ------------------------------------------------------------------------------ network
+# The errors of `kraftcore.net`. A request that meets one of them got no response; whether
+# the peer acted on it is unknown unless the error says it was never sent. (ListenError is
+# about binding a listener, not about a request.)
+
+
+class NetworkError(KraftcoreError):
+    """Base class of the errors of `kraftcore.net`. `address` is the peer's (host, port)."""
+
+    def __init__(self, message, address=None):
+        self.address = address
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.address))
+
+
+class UnknownPeerError(NetworkError, LookupError):
+    """A request named a node id the peer pool has no address for. Nothing was sent; give
+    the pool the node's address with `update(node_id, host, port)` first."""
+
+
+class ListenError(NetworkError, OSError):
+    """A listener could not bind its address (the port is taken, the host is not an address
+    of this machine, or binding it needs privileges). Pick another port or stop the process
+    that holds it; the operating system's error is the `__cause__`."""
+
+
+class ConnectError(NetworkError, ConnectionError):
+    """No connection to the peer could be made (refused, unreachable, timed out, or still in
+    the reconnect backoff after such a failure). Nothing was sent. Check that the node runs
+    and listens on that address; the peer pool retries with exponential backoff."""
+
+
+class ConnectionClosedError(NetworkError, ConnectionError):
+    """The connection closed (by this side, by the peer, by a reset, or because the peer
+    broke the protocol) before the response arrived. The peer may or may not have acted on
+    the request: retry it only if it is safe to apply twice."""
+
+
+class RequestTimeoutError(NetworkError, TimeoutError):
+    """No response arrived within the request's timeout. A request that was sent leaves its
+    connection closed (as Kafka's clients do: the peer is presumed stuck), so the peer may or
+    may not have acted on it; one still waiting to be sent was dropped unsent. Retry, or
+    raise `timeout_ms` if the peer legitimately needs longer (long polls, commits)."""
+
+
+class RequestQueueFullError(NetworkError):
+    """Too many requests already wait to be sent to this peer (`max_queued`); this one was
+    dropped unsent. Send less often or wait for responses; the limit keeps a slow peer from
+    growing an unbounded queue."""

@@ -28,3 +28,17 @@ RAFT_BATCH_BYTES_MAX = 8 * 1024 * 1024
 RAFT_FETCH_BYTES_MAX = 8 * 1024 * 1024
 # Proposals waiting for the next Ready on a leader; more raises instead of queueing.
 RAFT_PENDING_RECORDS_MAX = 1_000_000
+
+# ------------------------------------------------------------------------------ network
+# `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.
+# Requests a client connection keeps written and unanswered at once; more wait their turn
+# (Kafka's `max.in.flight.requests.per.connection` plays this role for producers).
+NET_INFLIGHT_REQUESTS_MAX = 64
+# Requests handed over with `send_nowait` that wait (for a connection or for an in-flight
+# slot) on one client connection; more fail with RequestQueueFullError instead of queueing.
+NET_QUEUED_REQUESTS_MAX = 1024
+# Requests a listener handles at once on one connection; past it the connection is not read
+# until a response goes out (Kafka's broker handles one at a time per connection).
+NET_SERVER_INFLIGHT_REQUESTS_MAX = 64
+# Connections one listener keeps open at once; more are closed as soon as they are accepted.
+NET_LISTENER_CONNECTIONS_MAX = 4096

@@ -1,0 +1,22 @@
+"""The network: Kafka's request/response protocol over asyncio TCP. The only package of
+kraftcore that touches sockets; the bytes it moves are `kraftcore.protocol.framing`'s.
+
+* `server`: `Listener`, a node's listening socket. It hands each request to a handler and
+  writes the responses in request order; a connection that breaks the protocol is closed
+  alone, never the listener.
+* `client`: `Connection`, one client connection. It keeps correlation ids, a bounded number
+  of requests in flight (more wait their turn), per-request timeouts, and fails every
+  request with a clear error when the connection ends.
+* `pool`: `PeerPool`, connections to the other nodes by node id. It connects lazily and
+  reconnects with exponential backoff and jitter.
+* `backoff`: `Backoff`, the reconnect delay schedule (no clock, an injected rng).
+
+Guarantees, limits and errors: docs/net.md.
+"""
+
+from kraftcore.net.backoff import Backoff
+from kraftcore.net.client import Connection
+from kraftcore.net.pool import PeerPool
+from kraftcore.net.server import Listener
+
+__all__ = ["Backoff", "Connection", "Listener", "PeerPool"]
