@@ -48,10 +48,10 @@ from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.partition import check_partition
 from kraftcore.metadata.snapshot import load_snapshot
 from kraftcore.protocol.uuid import Uuid
+from kraftcore.raft.side import RaftSide
 from kraftcore.raft.types import RaftMessage
 from kraftcore.sim.history import History, LinearizabilityError
 from kraftcore.sim.invariants import Checker, SimViolation
-from kraftcore.sim.local import RaftSide
 from kraftcore.sim.node import SimNode
 from kraftcore.sim.run import LIVENESS_PROBE_MS, LIVENESS_REPROPOSE_MS, Simulation
 

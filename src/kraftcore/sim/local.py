@@ -16,25 +16,10 @@ from kraftcore.controller.config import ControllerConfig
 from kraftcore.controller.controller import QuorumController
 from kraftcore.raft.config import RaftConfig
 from kraftcore.raft.core import RaftCore
-from kraftcore.raft.types import LeaderAndEpoch
+from kraftcore.raft.side import RaftSide
 from kraftcore.sim.storage import MemoryStorage
 
-__all__ = ["LocalQuorum", "RaftSide"]
-
-
-class RaftSide:
-    """The read side of the Raft interface a `QuorumController` expects, over `self.core`
-    (a RaftCore); the owner adds `node_id`, `propose(values)` and `resign()`, which drive
-    its core."""
-
-    def leader_and_epoch(self):
-        return LeaderAndEpoch(self.core.leader_id, self.core.epoch)
-
-    def epoch_start_offset(self):
-        return self.core.epoch_start_offset
-
-    def next_offset(self):
-        return self.core.log_end_offset
+__all__ = ["LocalQuorum"]
 
 
 class LocalQuorum(RaftSide):

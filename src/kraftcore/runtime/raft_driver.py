@@ -1,0 +1,244 @@
+"""`RaftDriver`: one `RaftCore` on a real event loop, real storage and real sockets — the
+`Ready` contract of `kraftcore.raft.types` carried out with durability first.
+
+It owns the core, its `FileRaftStorage` (the `__cluster_metadata-0` directory), the
+quorum-state file beside it, the requests it answers and the timer of the core's next
+deadline. Inputs — a Raft request from a peer (`handle_request`), a response to one of the
+core's requests, a proposal, the deadline — go into the core at once; the work they cause
+is taken in one *drive* per event-loop turn (`kick` only schedules it), so everything that
+arrived in the same turn shares one fsync: group commit.
+
+A drive takes every Ready the core has, in order:
+
+1. what the application needs at once goes to `on_ready(ready)` (the controller or the
+   broker's metadata: the snapshot to load, the commits, the leader change — none of it
+   waits for durability, as the contract says);
+2. if any of the Readys taken must persist something, the newest election state among them
+   is written to `quorum-state` (atomically, fsynced) and then the log is fsynced — once
+   for all of them;
+3. only then are their messages sent (requests through the peer pool, answers to the
+   waiting `handle_request` calls) and `on_persisted` called for each, in order.
+
+Persistence runs on the event-loop thread: the log is not shared with another thread, and
+while an fsync blocks, the sockets keep buffering, so the next drive takes a bigger group.
+A storage error is fatal for the node (`failed` is set and `on_fatal` called): a Raft node
+that cannot make its log durable must stop rather than answer.
+
+Time is the wall clock in milliseconds (batch timestamps come from it, as in Kafka).
+"""
+
+import asyncio
+import collections
+import logging
+import random
+
+from kraftcore.errors import KraftcoreError, RaftStateError
+from kraftcore.log import quorum_state
+from kraftcore.protocol.apis import api
+from kraftcore.raft import rpc
+from kraftcore.raft.core import RaftCore
+from kraftcore.raft.side import RaftSide
+from kraftcore.raft.types import RaftMessage
+from kraftcore.runtime.clock import wall_clock_ms
+
+log = logging.getLogger("kraftcore.runtime")
+
+# Readys one drive may take before it yields to the event loop (a loop guard).
+READYS_PER_DRIVE_MAX = 10_000
+# quorum-state data version written (Kafka's version 1 file).
+QUORUM_STATE_DATA_VERSION = 1
+
+
+def _requester(body):
+    """The node id a Raft request comes from, read from its body (-1 when it names none,
+    e.g. DescribeQuorum from an admin client)."""
+    name = type(body).__name__
+    try:
+        if name == "FetchRequest":
+            state = body.replica_state
+            return state.replica_id if state is not None and state.replica_id >= 0 \
+                else body.replica_id
+        if name == "FetchSnapshotRequest":
+            return body.replica_id
+        partition = body.topics[0].partitions[0]
+        if name == "VoteRequest":
+            return partition.replica_id
+        if name in ("BeginQuorumEpochRequest", "EndQuorumEpochRequest"):
+            return partition.leader_id
+    except (AttributeError, IndexError, TypeError):
+        pass
+    return -1
+
+
+class RaftDriver(RaftSide):
+    def __init__(self, node_id, voters, storage, state_dir, config, pool, *, rng=None,
+                 clock=wall_clock_ms, on_ready=None, on_fatal=None):
+        self.node_id = node_id
+        self.storage = storage
+        self.state_dir = state_dir
+        self.pool = pool
+        self.clock = clock
+        self.on_ready = on_ready or (lambda ready: None)
+        self.on_fatal = on_fatal or (lambda exc: None)
+        self.core = RaftCore(node_id, voters, storage, quorum_state.read(state_dir), config,
+                             rng or random.Random(), clock())
+        self._pending = collections.deque()
+        self._answers = {}  # local correlation id -> asyncio future of the response body
+        self._next_cid = 0
+        self._kick_scheduled = False
+        self._timer = None
+        self._timer_at = None
+        self.failed = None
+        self.fsyncs = 0
+        self.readys = 0
+
+    # ------------------------------------------------------------------ inputs
+
+    def kick(self):
+        """Drive the core later in this event-loop turn (once, however often asked)."""
+        if self._kick_scheduled or self.failed is not None:
+            return
+        self._kick_scheduled = True
+        asyncio.get_running_loop().call_soon(self._drive)
+
+    async def handle_request(self, body):
+        """Answer a Raft request from a peer (or DescribeQuorum from an admin client)."""
+        if self.failed is not None:
+            raise self.failed
+        self._next_cid += 1
+        cid = self._next_cid
+        answer = asyncio.get_running_loop().create_future()
+        self._answers[cid] = answer
+        try:
+            self.core.handle(RaftMessage(_requester(body), self.node_id, cid, body), self.clock())
+            self.kick()
+            return await answer
+        finally:
+            self._answers.pop(cid, None)
+
+    def propose(self, values):
+        """Append `values` as the leader; returns the last offset (raises NotLeaderError)."""
+        last = self.core.propose(values, self.clock())
+        self.kick()
+        return last
+
+    def resign(self):
+        self.core.resign(self.clock())
+        self.kick()
+
+    def create_snapshot(self, end_offset, data):
+        snapshot_id = self.core.create_snapshot(end_offset, data)
+        self.kick()
+        return snapshot_id
+
+    def _on_response(self, request, response, error):
+        if error is not None or self.failed is not None:
+            return  # the core gives the request up after its own timeout
+        self.core.handle(RaftMessage(request.destination, self.node_id, request.correlation_id,
+                                     response), self.clock())
+        self.kick()
+
+    # ------------------------------------------------------------------ the drive
+
+    def _drive(self):
+        self._kick_scheduled = False
+        if self.failed is not None:
+            return
+        try:
+            self._drive_once()
+        except (KraftcoreError, OSError) as exc:
+            self._fail(exc)
+
+    def _drive_once(self):
+        core = self.core
+        now = self.clock()
+        deadline = None
+        for _ in range(READYS_PER_DRIVE_MAX):
+            deadline = core.poll(now)
+            ready = core.take_ready()
+            if ready is None:
+                if not self._pending:
+                    break
+                self._complete_pending()
+                continue
+            self.readys += 1
+            self.on_ready(ready)
+            self._pending.append(ready)
+        else:
+            self.kick()  # more work than one turn should take: continue next turn
+        self._arm_timer(deadline, now)
+
+    def _complete_pending(self):
+        """Persist what the pending Readys need (once for all), then send and acknowledge
+        each in order."""
+        pending, self._pending = self._pending, collections.deque()
+        state = None
+        flush = False
+        for ready in pending:
+            if ready.election_state is not None:
+                state = ready.election_state
+            flush = flush or ready.flush_offset is not None
+        if state is not None:
+            quorum_state.write(self.state_dir, state, QUORUM_STATE_DATA_VERSION)
+        if flush:
+            self.storage.flush()
+            self.fsyncs += 1
+        now = self.clock()
+        for ready in pending:
+            for message in ready.messages:
+                self._send(message)
+            self.core.on_persisted(ready.number)
+        self.core.poll(now)
+
+    def _send(self, message):
+        body = message.body
+        if body.kind == "request":
+            name = api(body.api_key).name
+            try:
+                self.pool.send_nowait(message.destination, body, rpc.VERSIONS[name],
+                                      lambda response, error, m=message:
+                                      self._on_response(m, response, error))
+            except KraftcoreError as exc:
+                log.warning("node %s: cannot send %s to node %s: %s", self.node_id, name,
+                            message.destination, exc)
+            return
+        answer = self._answers.get(message.correlation_id)
+        if answer is not None and not answer.done():
+            answer.set_result(body)
+
+    def _arm_timer(self, deadline, now):
+        if deadline is None:
+            return
+        if self._timer is not None and self._timer_at == deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        delay_s = max(0, deadline - now) / 1000
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self):
+        self._timer = None
+        self._timer_at = None
+        self._drive()
+
+    def _fail(self, exc):
+        if isinstance(exc, RaftStateError):
+            log.error("node %s: the Raft core stopped on a safety check: %s", self.node_id, exc)
+        else:
+            log.error("node %s: storage failed, stopping: %s", self.node_id, exc)
+        self.failed = exc
+        if self._timer is not None:
+            self._timer.cancel()
+        for answer in self._answers.values():
+            if not answer.done():
+                answer.set_exception(exc)
+        self.on_fatal(exc)
+
+    def close(self):
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for answer in self._answers.values():
+            if not answer.done():
+                answer.cancel()

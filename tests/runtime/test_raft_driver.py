@@ -1,0 +1,159 @@
+"""The Raft driver over real sockets and files: three cores on 127.0.0.1 elect a leader,
+commit what it proposes durably, recover it after a restart, and stop on a storage
+failure."""
+
+import asyncio
+import os
+import random
+
+import pytest
+
+from kraftcore.errors import StorageError
+from kraftcore.log import quorum_state
+from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.net import Listener, PeerPool
+from kraftcore.raft.config import RaftConfig
+from kraftcore.runtime.raft_driver import RaftDriver
+
+# Hang guards only (the quorum needs well under a second on an idle machine).
+WAIT_S = 30
+CONFIG = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=400, fetch_max_wait_ms=50,
+                    request_timeout_ms=400)
+
+
+class Quorum:
+    def __init__(self, base):
+        self.base = base
+        self.ids = (1, 2, 3)
+        self.listeners = {}
+        self.drivers = {}
+        self.pools = {}
+        self.applied = {i: [] for i in self.ids}
+        self.fatal = {}
+
+    async def start(self):
+        for i in self.ids:
+            self.listeners[i] = await Listener.start("127.0.0.1", 0, self._handler(i))
+        for i in self.ids:
+            self.start_driver(i)
+
+    def _handler(self, i):
+        async def handle(request, peer):
+            return await self.drivers[i].handle_request(request.body)
+        return handle
+
+    def start_driver(self, i):
+        pool = PeerPool(rng=random.Random(i), request_timeout_ms=1000)
+        for j in self.ids:
+            if j != i:
+                pool.update(j, "127.0.0.1", self.listeners[j].port)
+        self.pools[i] = pool
+        directory = os.path.join(self.base, str(i), "__cluster_metadata-0")
+        os.makedirs(directory, exist_ok=True)
+        storage = FileRaftStorage.open(directory)
+        self.applied[i] = []
+
+        def on_ready(ready, i=i):
+            for batch in ready.commits:
+                self.applied[i].append((batch.base_offset, batch.last_offset))
+
+        driver = RaftDriver(i, self.ids, storage, directory, CONFIG, pool,
+                            rng=random.Random(i), on_ready=on_ready,
+                            on_fatal=lambda exc, i=i: self.fatal.setdefault(i, exc))
+        self.drivers[i] = driver
+        driver.kick()
+        return driver
+
+    async def leader(self):
+        async def wait():
+            while True:
+                for driver in self.drivers.values():
+                    if driver.core.role == "leader":
+                        return driver
+                await asyncio.sleep(0.01)
+        return await asyncio.wait_for(wait(), WAIT_S)
+
+    async def until(self, predicate):
+        async def wait():
+            while not predicate():
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(wait(), WAIT_S)
+
+    async def stop_driver(self, i):
+        driver = self.drivers.pop(i)
+        driver.close()
+        await self.pools[i].close()
+        driver.storage.close()
+
+    async def close(self):
+        for i in list(self.drivers):
+            await self.stop_driver(i)
+        for listener in self.listeners.values():
+            await listener.close()
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, WAIT_S * 4))
+
+
+def test_three_drivers_elect_a_leader_and_commit_its_proposals(tmp_path):
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            last = leader.propose([b"value-%d" % i for i in range(50)])
+            await quorum.until(lambda: all(
+                any(end >= last for _, end in quorum.applied[i]) for i in quorum.ids))
+            # Every node applied the same committed batches, in order.
+            assert quorum.applied[1] == quorum.applied[2] == quorum.applied[3]
+            assert leader.fsyncs > 0
+            # The election state is on disk, in Kafka's quorum-state file.
+            state = quorum_state.read(os.path.join(str(tmp_path), str(leader.node_id),
+                                                   "__cluster_metadata-0"))
+            assert state.leader_id == leader.node_id
+        finally:
+            await quorum.close()
+    run(scenario())
+
+
+def test_committed_records_survive_a_restart_of_every_node(tmp_path):
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            last = leader.propose([b"kept"] * 10)
+            await quorum.until(lambda: leader.core.high_watermark is not None
+                               and leader.core.high_watermark > last)
+            for i in quorum.ids:
+                await quorum.stop_driver(i)
+            for i in quorum.ids:
+                quorum.start_driver(i)
+            await quorum.leader()
+            await quorum.until(lambda: all(
+                any(end >= last for _, end in quorum.applied[i]) for i in quorum.ids))
+        finally:
+            await quorum.close()
+    run(scenario())
+
+
+def test_a_storage_failure_stops_the_node(tmp_path):
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            follower = next(d for d in quorum.drivers.values() if d is not leader)
+
+            def broken_flush():
+                raise StorageError("fsync failed: EIO")
+            follower.storage.flush = broken_flush
+            leader.propose([b"x"])
+            await quorum.until(lambda: follower.node_id in quorum.fatal)
+            assert isinstance(follower.failed, StorageError)
+            with pytest.raises(StorageError):
+                await follower.handle_request(None)
+        finally:
+            await quorum.close()
+    run(scenario())
