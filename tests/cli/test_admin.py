@@ -1,0 +1,481 @@
+"""`kraftcore quorum | topics | brokers | configs` against controllers served in-process:
+a `kraftcore.net.Listener` on 127.0.0.1 (a background thread's event loop) answers with
+`kraftcore.runtime.controller_api` over a `LocalQuorum`, and DescribeQuorum with the
+quorum's own `RaftCore`. A second listener plays a standby controller that answers
+NOT_CONTROLLER / NOT_LEADER_OR_FOLLOWER, so redirects are exercised too.
+
+The commands run through `kraftcore.cli.main.main([...])` in the test thread. No test
+asserts on a duration; the thread joins and futures have hang guards only.
+"""
+
+import asyncio
+import json
+import socket
+import threading
+
+import pytest
+
+from kraftcore.cli import admin
+from kraftcore.cli.main import main
+from kraftcore.controller.replication import NewTopic
+from kraftcore.net import Listener
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.error_codes import ErrorCode as E
+from kraftcore.protocol.uuid import Uuid
+from kraftcore.raft import rpc
+from kraftcore.raft.types import RaftMessage
+from kraftcore.runtime.controller_api import handle_controller_request
+from kraftcore.sim.local import LocalQuorum
+
+from tests.runtime.test_controller_api import LocalFacade, StandbyFacade
+
+HANG_GUARD_S = 60
+QUICK_MS = "10000"  # --timeout-ms of commands expected to succeed (a hang guard)
+
+
+class LoopThread:
+    """An event loop in a daemon thread; `call(coro)` runs a coroutine there."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(HANG_GUARD_S)
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(HANG_GUARD_S)
+        self.loop.close()
+
+
+class ActiveController:
+    """Node 1: a LocalQuorum whose controller is active and whose RaftCore leads. Every
+    controller RPC goes to controller_api; DescribeQuorum to the RaftCore (its answer is
+    caught from the Readys the quorum drives)."""
+
+    def __init__(self, controllers):
+        self.quorum = LocalQuorum()
+        self.facade = LocalFacade(self.quorum, controllers)
+        self.outbox = []
+        self._correlation = 0
+        take_ready = self.quorum.core.take_ready
+
+        def capture():
+            ready = take_ready()
+            if ready is not None:
+                self.outbox.extend(ready.messages)
+            return ready
+        self.quorum.core.take_ready = capture
+
+    async def handle(self, request, peer):
+        if request.api_key == 55:
+            self._correlation += 1
+            cid = self._correlation
+            self.quorum.core.handle(RaftMessage(-1, self.quorum.node_id, cid, request.body),
+                                    self.quorum.now_ms)
+            self.quorum.run()
+            (answer,) = [msg.body for msg in self.outbox
+                         if msg.destination == -1 and msg.correlation_id == cid]
+            self.outbox.clear()
+            return answer
+        return await handle_controller_request(self.facade, request)
+
+
+class Standby:
+    """Node 2: a standby controller. Operations fail with NOT_CONTROLLER naming node 1,
+    DescribeQuorum answers NOT_LEADER_OR_FOLLOWER naming node 1, reads use node 1's
+    committed image."""
+
+    def __init__(self, active, leader_known=True):
+        self.facade = StandbyFacade(None, node_id=2, active=1 if leader_known else None)
+        self.active = active
+        self.leader_known = leader_known
+        self.facade.controllers = lambda: self.active.facade.controllers()
+
+    async def handle(self, request, peer):
+        self.facade.image = self.active.facade.image
+        if request.api_key == 55:
+            return rpc.describe_quorum_response(E.NOT_LEADER_OR_FOLLOWER,
+                                                1 if self.leader_known else -1, 1)
+        return await handle_controller_request(self.facade, request)
+
+
+class Cluster:
+    def __init__(self, standby_knows_leader=True):
+        self.thread = LoopThread()
+        self.controllers = {}
+        self.active = self.thread.call(self._make_active())
+        self.standby_node = Standby(self.active, standby_knows_leader)
+        self.standby = self.thread.call(Listener.start("127.0.0.1", 0,
+                                                       self.standby_node.handle))
+        self.controllers[2] = ("127.0.0.1", self.standby.port)
+
+    async def _make_active(self):
+        active = ActiveController(self.controllers)
+        self.listener = await Listener.start("127.0.0.1", 0, active.handle)
+        self.controllers[1] = ("127.0.0.1", self.listener.port)
+        active.facade._controllers = self.controllers  # live: filled in as nodes start
+        return active
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.listener.port}"
+
+    @property
+    def standby_address(self):
+        return f"127.0.0.1:{self.standby.port}"
+
+    def on_loop(self, fn, *args, **kwargs):
+        async def run():
+            return fn(*args, **kwargs)
+        return self.thread.call(run())
+
+    def add_broker(self, broker_id, *, unfence=True):
+        def register():
+            quorum = self.active.quorum
+            result = quorum.call("register_broker", broker_id,
+                                 Uuid.from_ints(broker_id, broker_id),
+                                 cluster_id=quorum.controller.config.cluster_id,
+                                 listeners=[("PLAINTEXT", "127.0.0.1", 9090 + broker_id, 0)])
+            if unfence:
+                quorum.call("broker_heartbeat", broker_id, result.broker_epoch,
+                            metadata_offset=10**9)
+            return result.broker_epoch
+        return self.on_loop(register)
+
+    def heartbeat(self, broker_id, epoch, **flags):
+        return self.on_loop(self.active.quorum.call, "broker_heartbeat", broker_id, epoch,
+                            metadata_offset=10**9, **flags)
+
+    @property
+    def image(self):
+        return self.on_loop(lambda: self.active.facade.image)
+
+    def close(self):
+        self.thread.call(self.listener.close())
+        self.thread.call(self.standby.close())
+        self.thread.stop()
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def brokers(cluster):
+    epochs = {b: cluster.add_broker(b) for b in (1, 2, 3)}
+    return cluster, epochs
+
+
+def kraftcore(capsys, *argv):
+    """Run `kraftcore ARGV`; returns (exit status, stdout, stderr)."""
+    try:
+        status = main(list(argv))
+    except SystemExit as exc:  # argparse's usage errors
+        status = exc.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def ok(capsys, *argv):
+    status, out, err = kraftcore(capsys, *argv, "--timeout-ms", QUICK_MS)
+    assert (status, err) == (0, ""), err
+    return out
+
+
+def failed(capsys, *argv, status=1):
+    code, out, err = kraftcore(capsys, *argv)
+    assert code == status
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------ quorum describe
+
+def test_quorum_describe_status(cluster, capsys):
+    out = ok(capsys, "quorum", "describe", "--bootstrap-controller", cluster.address,
+             "--status")
+    lines = out.splitlines()
+    labels = [line.split(":")[0] for line in lines]
+    assert labels == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark",
+                      "MaxFollowerLag", "MaxFollowerLagTimeMs", "CurrentVoters",
+                      "CurrentObservers"]
+    values = {line[:24].rstrip(": "): line[24:] for line in lines}
+    core = cluster.active.quorum.core
+    assert values["ClusterId"] == "kraftcore-cluster"
+    assert values["LeaderId"] == "1"
+    assert values["LeaderEpoch"] == str(core.epoch)
+    assert int(values["HighWatermark"]) >= 1
+    assert (values["MaxFollowerLag"], values["MaxFollowerLagTimeMs"]) == ("0", "0")
+    assert json.loads(values["CurrentVoters"]) == [
+        {"id": 1, "directoryId": None, "endpoints": [cluster.address]}]
+    assert json.loads(values["CurrentObservers"]) == []
+
+
+def test_quorum_describe_json_through_a_follower(cluster, capsys):
+    """Asked at the standby, the command finds the leader and asks it."""
+    status = json.loads(ok(capsys, "quorum", "describe", "--bootstrap-controller",
+                           cluster.standby_address, "--status", "--json"))
+    assert set(status) == {"cluster_id", "leader_id", "leader_epoch", "high_watermark",
+                           "max_follower_lag", "max_follower_lag_time_ms", "current_voters",
+                           "current_observers"}
+    assert status["leader_id"] == 1 and status["cluster_id"] == "kraftcore-cluster"
+    assert status["current_voters"][0]["id"] == 1
+    replication = json.loads(ok(capsys, "quorum", "describe", "--bootstrap-controller",
+                                cluster.standby_address, "--replication", "--json"))
+    (leader,) = replication["replicas"]
+    assert leader["node_id"] == 1 and leader["status"] == "Leader" and leader["lag"] == 0
+    assert leader["log_end_offset"] >= replication["high_watermark"]
+    assert set(leader) == {"node_id", "directory_id", "log_end_offset", "lag",
+                           "last_fetch_timestamp", "last_caught_up_timestamp", "status"}
+
+
+def test_quorum_describe_replication_table(cluster, capsys):
+    out = ok(capsys, "quorum", "describe", "--bootstrap-controller", cluster.address,
+             "--replication")
+    header, row = out.splitlines()
+    assert header.split() == ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                              "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    cells = row.split()
+    assert (cells[0], cells[3], cells[-1]) == ("1", "0", "Leader")
+
+
+def test_quorum_summary_with_followers_and_observers():
+    """The lag fields, computed as kafka-metadata-quorum does, from a three-voter answer."""
+    cls = m.DescribeQuorumResponse
+    part = cls.PartitionData(
+        leader_id=2, leader_epoch=7, high_watermark=90,
+        current_voters=[
+            cls.ReplicaState(replica_id=1, log_end_offset=80, last_fetch_timestamp=1000,
+                             last_caught_up_timestamp=400),
+            cls.ReplicaState(replica_id=2, log_end_offset=100, last_fetch_timestamp=1500,
+                             last_caught_up_timestamp=1500),
+            cls.ReplicaState(replica_id=3, log_end_offset=100, last_fetch_timestamp=1490,
+                             last_caught_up_timestamp=1490)],
+        observers=[cls.ReplicaState(replica_id=10, log_end_offset=60,
+                                    replica_directory_id=Uuid.from_ints(1, 2))])
+    summary = admin.quorum_summary(part, "c", {1: ["CONTROLLER://h1:1"], 2: ["h2:2"]})
+    assert (summary["max_follower_lag"], summary["max_follower_lag_time_ms"]) == (20, 1100)
+    assert [(r["node_id"], r["lag"], r["status"]) for r in summary["replicas"]] == [
+        (2, 0, "Leader"), (1, 20, "Follower"), (3, 0, "Follower"), (10, 40, "Observer")]
+    assert summary["current_observers"] == [
+        {"id": 10, "directory_id": str(Uuid.from_ints(1, 2)), "endpoints": []}]
+    status = admin.format_status(summary)
+    assert status[0] == "ClusterId:              c"
+    assert status[6] == ('CurrentVoters:          [{"id": 1, "directoryId": null, '
+                         '"endpoints": ["CONTROLLER://h1:1"]}, {"id": 2, "directoryId": '
+                         'null, "endpoints": ["h2:2"]}, {"id": 3, "directoryId": null, '
+                         '"endpoints": []}]')
+    table = admin.format_replication(summary, now_ms=2000)
+    assert table[2].split() == ["1", "-", "80", "20", "1000", "ms", "ago", "1600", "ms",
+                                "ago", "Follower"]
+    assert table[4].split()[-3:] == ["-1", "-1", "Observer"]
+    # Every voter caught up: no lag, and no lag time either.
+    for v in part.current_voters:
+        v.log_end_offset = 100
+    again = admin.quorum_summary(part, "c", {})
+    assert (again["max_follower_lag"], again["max_follower_lag_time_ms"]) == (0, 0)
+
+
+def test_quorum_describe_without_a_leader(capsys):
+    cluster = Cluster(standby_knows_leader=False)
+    try:
+        line = failed(capsys, "quorum", "describe", "--bootstrap-controller",
+                      cluster.standby_address, "--status")
+    finally:
+        cluster.close()
+    assert "the quorum has no leader right now" in line
+
+
+# ------------------------------------------------------------------------------ topics
+
+def test_topics_create_describe_list_delete(brokers, capsys):
+    cluster, _ = brokers
+    out = ok(capsys, "topics", "create", "--bootstrap-controller", cluster.address,
+             "--topic", "orders", "--partitions", "3", "--replication-factor", "2",
+             "--config", "min.insync.replicas=2")
+    assert out == "Created topic orders.\n"
+    image = cluster.image
+    topic = image.topic("orders")
+    assert len(topic.partitions) == 3
+    assert image.configs[(2, "orders")] == {"min.insync.replicas": "2"}
+    ok(capsys, "topics", "create", "--bootstrap-controller", cluster.address, "--topic",
+       "audit")
+
+    assert ok(capsys, "topics", "list", "--bootstrap-controller", cluster.address) == \
+        "audit\norders\n"
+    assert json.loads(ok(capsys, "topics", "list", "--bootstrap-controller",
+                         cluster.address, "--json")) == {"topics": ["audit", "orders"]}
+
+    text = ok(capsys, "topics", "describe", "--bootstrap-controller", cluster.address,
+              "--topic", "orders").splitlines()
+    assert text[0] == (f"Topic: orders\tTopicId: {topic.topic_id}\tPartitionCount: 3\t"
+                       "ReplicationFactor: 2")
+    for pid, line in enumerate(text[1:]):
+        p = topic.partitions[pid]
+        assert line == (f"\tTopic: orders\tPartition: {pid}\tLeader: {p.leader}\t"
+                        f"Replicas: {','.join(map(str, p.replicas))}\t"
+                        f"Isr: {','.join(map(str, p.isr))}")
+    doc = json.loads(ok(capsys, "topics", "describe", "--bootstrap-controller",
+                        cluster.address, "--json"))
+    assert [t["name"] for t in doc["topics"]] == ["audit", "orders"]
+    orders = doc["topics"][1]
+    assert orders["topic_id"] == str(topic.topic_id)
+    assert [(p["partition"], p["leader"], p["replicas"], p["isr"])
+            for p in orders["partitions"]] == [
+        (pid, p.leader, p.replicas, p.isr) for pid, p in sorted(topic.partitions.items())]
+
+    assert ok(capsys, "topics", "delete", "--bootstrap-controller", cluster.address,
+              "--topic", "orders") == "Deleted topic orders.\n"
+    assert cluster.image.topic("orders") is None
+    assert ok(capsys, "topics", "list", "--bootstrap-controller", cluster.address) == \
+        "audit\n"
+
+
+def test_topics_errors(brokers, capsys):
+    cluster, _ = brokers
+    where = ("--bootstrap-controller", cluster.address)
+    ok(capsys, "topics", "create", *where, "--topic", "t")
+    assert "already exists" in failed(capsys, "topics", "create", *where, "--topic", "t")
+    line = failed(capsys, "topics", "create", *where, "--topic", "wide",
+                  "--replication-factor", "5")
+    assert "INVALID_REPLICATION_FACTOR" in line
+    assert "INVALID_CONFIG" in failed(capsys, "topics", "create", *where, "--topic", "c",
+                                      "--config", "retention.ms=1")
+    assert "bad --config" in failed(capsys, "topics", "create", *where, "--topic", "c",
+                                    "--config", "oops", status=2)
+    assert "--partitions" in failed(capsys, "topics", "create", *where, "--topic", "c",
+                                    "--partitions", "0", status=2)
+    assert failed(capsys, "topics", "delete", *where, "--topic", "nope") == \
+        "kraftcore topics delete: error: topic 'nope' does not exist"
+    assert failed(capsys, "topics", "describe", *where, "--topic", "nope") == \
+        "kraftcore topics describe: error: topic 'nope' does not exist"
+
+
+def test_writes_are_redirected_from_a_standby(brokers, capsys):
+    cluster, _ = brokers
+    ok(capsys, "topics", "create", "--bootstrap-controller", cluster.standby_address,
+       "--topic", "moved", "--partitions", "2")
+    assert len(cluster.image.topic("moved").partitions) == 2
+    assert ok(capsys, "topics", "list", "--bootstrap-controller", cluster.standby_address) \
+        == "moved\n"
+    ok(capsys, "configs", "set", "--bootstrap-controller", cluster.standby_address,
+       "--topic", "moved", "min.insync.replicas=2")
+    assert cluster.image.configs[(2, "moved")] == {"min.insync.replicas": "2"}
+    ok(capsys, "topics", "delete", "--bootstrap-controller", cluster.standby_address,
+       "--topic", "moved")
+    assert cluster.image.topic("moved") is None
+    assert "create_topics" in cluster.standby_node.facade.submitted
+
+
+def test_no_active_controller_is_one_clear_line(capsys):
+    cluster = Cluster(standby_knows_leader=False)
+    try:
+        line = failed(capsys, "topics", "create", "--bootstrap-controller",
+                      cluster.standby_address, "--topic", "x")
+    finally:
+        cluster.close()
+    assert "NOT_CONTROLLER" in line and "retry" in line
+
+
+# ------------------------------------------------------------------------------ brokers
+
+def test_brokers_list_states(brokers, capsys):
+    cluster, epochs = brokers
+    cluster.add_broker(4, unfence=False)
+    cluster.on_loop(cluster.active.quorum.call, "create_topics",
+                    [NewTopic("t", assignments={0: [3, 1]})])
+    # Broker 3 leads t-0 and asks for a controlled shutdown: its leadership moves, and it
+    # stays registered and unfenced, in controlled shutdown, until its next heartbeat.
+    cluster.heartbeat(3, epochs[3], want_shutdown=True)
+    assert cluster.image.brokers[3].in_controlled_shutdown
+    doc = json.loads(ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.address,
+                        "--json"))
+    assert [(b["id"], b["state"], b["endpoints"]) for b in doc["brokers"]] == [
+        (1, "unfenced", ["127.0.0.1:9091"]), (2, "unfenced", ["127.0.0.1:9092"]),
+        (3, "shutting down", ["127.0.0.1:9093"]), (4, "fenced", ["127.0.0.1:9094"])]
+    table = ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.standby_address)
+    rows = [line.split() for line in table.splitlines()]
+    assert rows[0] == ["ID", "STATE", "ENDPOINTS", "RACK"]
+    assert rows[3] == ["3", "shutting", "down", "127.0.0.1:9093", "-"]
+    assert rows[4] == ["4", "fenced", "127.0.0.1:9094", "-"]
+
+
+# ------------------------------------------------------------------------------ configs
+
+def test_configs_set_topic_and_cluster(brokers, capsys):
+    cluster, _ = brokers
+    where = ("--bootstrap-controller", cluster.address)
+    ok(capsys, "topics", "create", *where, "--topic", "t")
+    assert ok(capsys, "configs", "set", *where, "--topic", "t", "min.insync.replicas=2",
+              "unclean.leader.election.enable=true") == \
+        "Completed updating config for topic t.\n"
+    assert cluster.image.configs[(2, "t")] == {"min.insync.replicas": "2",
+                                               "unclean.leader.election.enable": "true"}
+    ok(capsys, "configs", "set", *where, "--topic", "t", "--delete", "min.insync.replicas")
+    assert cluster.image.configs[(2, "t")] == {"unclean.leader.election.enable": "true"}
+    assert ok(capsys, "configs", "set", *where, "--cluster", "min.insync.replicas=3") == \
+        "Completed updating default config for brokers in the cluster.\n"
+    assert cluster.image.configs[(4, "")] == {"min.insync.replicas": "3"}
+    assert "does not exist" in failed(capsys, "configs", "set", *where, "--topic", "nope",
+                                      "min.insync.replicas=2")
+    assert "INVALID_CONFIG" in failed(capsys, "configs", "set", *where, "--topic", "t",
+                                      "min.insync.replicas=zero")
+    assert "nothing to change" in failed(capsys, "configs", "set", *where, "--topic", "t",
+                                         status=2)
+    assert "DescribeConfigs" in failed(capsys, "configs", "get", *where, "--topic", "t")
+
+
+# ------------------------------------------------------------------------------ reaching nobody
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("argv", [
+    ["quorum", "describe", "--status"], ["topics", "list"], ["brokers", "list"],
+    ["topics", "create", "--topic", "x"], ["configs", "set", "--cluster", "a=b"]])
+def test_nothing_listening(capsys, argv):
+    line = failed(capsys, *argv, "--bootstrap-controller", f"127.0.0.1:{_free_port()}")
+    assert "could not connect" in line
+
+
+@pytest.mark.parametrize("address", ["nope", "host:", ":9093", "h:99999", "h:port", "::1:9"])
+def test_bad_address(capsys, address):
+    line = failed(capsys, "topics", "list", "--bootstrap-controller", address, status=2)
+    assert line.startswith("kraftcore topics list: error: bad --bootstrap-controller")
+
+
+def test_parse_address():
+    assert admin.parse_address("127.0.0.1:9093") == ("127.0.0.1", 9093)
+    assert admin.parse_address("[::1]:9093") == ("::1", 9093)
+    assert admin.parse_address("ctrl-1.example:1") == ("ctrl-1.example", 1)
+
+
+def test_a_controller_that_never_answers(capsys):
+    """A listener that accepts requests and never answers: the command gives up after its
+    --timeout-ms with one line."""
+    thread = LoopThread()
+
+    async def never(request, peer):
+        await asyncio.Event().wait()
+
+    listener = thread.call(Listener.start("127.0.0.1", 0, never))
+    try:
+        line = failed(capsys, "topics", "list", "--bootstrap-controller",
+                      f"127.0.0.1:{listener.port}", "--timeout-ms", "300")
+    finally:
+        thread.call(listener.close())
+        thread.stop()
+    assert "300 ms" in line
