@@ -1,0 +1,313 @@
+"""`kraftcore cluster up | down`: a local multi-process cluster on 127.0.0.1.
+
+`up` writes one Kafka-style properties file per node under `DIR/node-<id>/` (controllers
+1..N, brokers N+1..N+M; `--combined` makes nodes 1..N both), with free ports, formats every
+node's directories with one new cluster id, starts each node as its own process
+(`python -m kraftcore.cli.main start FILE`, output in `DIR/node-<id>/node.log`), waits
+until the controllers report a leader, and writes `DIR/cluster.json` — the nodes' ids,
+roles, address, pid and directories, plus this supervisor's pid. It then stays in the
+foreground: Ctrl-C or SIGTERM stops the brokers (controlled shutdown), then the
+controllers, each with SIGTERM, and waits for them (SIGKILL after a grace period). A node
+that exits on its own is reported.
+
+`down` reads `DIR/cluster.json` and asks the supervisor to stop the cluster (or, when the
+supervisor is gone, each node directly), then waits for every process to exit.
+"""
+
+import asyncio
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from kraftcore.errors import KraftcoreError
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.uuid import Uuid
+from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
+
+CLUSTER_FILE = "cluster.json"
+# How long `up` waits for the quorum's first leader, and a stopping node for its exit.
+LEADER_WAIT_S = 60
+STOP_GRACE_S = 40
+POLL_S = 0.1
+
+
+class ClusterError(KraftcoreError):
+    """A cluster command could not do its job; the message says why."""
+
+
+def free_ports(count):
+    """`count` distinct free TCP ports on 127.0.0.1 (bound and released at once)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def node_properties(node_id, roles, voters, port, directory, overrides):
+    """The properties text of one node."""
+    voter_text = ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(voters.items()))
+    listeners = []
+    if "broker" in roles:
+        listeners.append(f"PLAINTEXT://127.0.0.1:{port['broker']}")
+    if "controller" in roles:
+        listeners.append(f"CONTROLLER://127.0.0.1:{port['controller']}")
+    lines = [
+        f"node.id={node_id}",
+        f"process.roles={','.join(roles)}",
+        f"controller.quorum.voters={voter_text}",
+        f"listeners={','.join(listeners)}",
+        "controller.listener.names=CONTROLLER",
+        f"log.dirs={os.path.join(directory, 'data')}",
+        f"metadata.log.dir={os.path.join(directory, 'metadata')}",
+    ]
+    lines += [f"{key}={value}" for key, value in overrides]
+    return "\n".join(lines) + "\n"
+
+
+def plan(directory, controllers, brokers, combined, overrides):
+    """[(node id, roles, ports {role: port}, node directory, properties path)]."""
+    if controllers < 1:
+        raise ClusterError("a cluster needs at least one controller (--controllers >= 1)")
+    if brokers < 0:
+        raise ClusterError("--brokers must be >= 0")
+    if combined:
+        # Node i is a controller when i <= N and a broker when i <= M.
+        layout = [(i, tuple(r for r, on in (("broker", i <= brokers),
+                                             ("controller", i <= controllers)) if on))
+                  for i in range(1, max(controllers, brokers) + 1)]
+    else:
+        layout = [(i, ("controller",)) for i in range(1, controllers + 1)] + \
+                 [(i, ("broker",)) for i in range(controllers + 1, controllers + brokers + 1)]
+    nodes = []
+    ports = iter(free_ports(2 * len(layout)))
+    for node_id, roles in layout:
+        port = {"controller": next(ports), "broker": next(ports)}
+        node_dir = os.path.join(directory, f"node-{node_id}")
+        nodes.append((node_id, tuple(roles), port, node_dir,
+                      os.path.join(node_dir, "server.properties")))
+    voters = {n[0]: n[2]["controller"] for n in nodes if "controller" in n[1]}
+    return nodes, voters
+
+
+async def quorum_leader(address, timeout_s=2.0):
+    """The leader id a controller at `address` reports through DescribeQuorum, or None."""
+    from kraftcore.net import Connection
+
+    body = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name=CLUSTER_METADATA_TOPIC, partitions=[
+            m.DescribeQuorumRequest.PartitionData(partition_index=CLUSTER_METADATA_PARTITION)])])
+    try:
+        connection = await Connection.open(*address, connect_timeout_ms=int(timeout_s * 1000),
+                                           request_timeout_ms=int(timeout_s * 1000))
+    except (KraftcoreError, OSError):
+        return None
+    try:
+        response = await connection.send(body, 1)
+    except (KraftcoreError, OSError):
+        return None
+    finally:
+        await connection.close()
+    if response.error_code or not response.topics:
+        return None
+    partition = response.topics[0].partitions[0]
+    return partition.leader_id if partition.error_code == 0 and partition.leader_id >= 0 \
+        else None
+
+
+def _wait_for_leader(voters):
+    deadline = time.monotonic() + LEADER_WAIT_S
+    while time.monotonic() < deadline:
+        for port in voters.values():
+            leader = asyncio.run(quorum_leader(("127.0.0.1", port)))
+            if leader is not None:
+                return leader
+        time.sleep(POLL_S)
+    return None
+
+
+def up(directory, controllers, brokers, combined, overrides, out=print):
+    from kraftcore.log.meta_properties import format_directories
+    from kraftcore.runtime.config import NodeConfig
+
+    directory = os.path.abspath(directory)
+    if os.path.exists(os.path.join(directory, CLUSTER_FILE)):
+        raise ClusterError(f"{directory} already holds a cluster ({CLUSTER_FILE}); stop it with "
+                           f"'kraftcore cluster down --dir {directory}' or use another --dir")
+    nodes, voters = plan(directory, controllers, brokers, combined, overrides)
+    cluster_id = str(Uuid.random(random.SystemRandom()))
+    for node_id, roles, port, node_dir, path in nodes:
+        os.makedirs(node_dir, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(node_properties(node_id, roles, voters, port, node_dir, overrides))
+        format_directories(NodeConfig.from_file(path), cluster_id)
+    out(f"cluster {cluster_id}: {len(voters)} controllers, "
+        f"{sum('broker' in n[1] for n in nodes)} brokers in {directory}")
+    processes = {}
+    try:
+        for node_id, roles, port, node_dir, path in nodes:
+            log_file = open(os.path.join(node_dir, "node.log"), "ab")
+            processes[node_id] = subprocess.Popen(
+                [sys.executable, "-m", "kraftcore.cli.main", "start", path],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+            log_file.close()
+        leader = _wait_for_leader(voters)
+        if leader is None:
+            raise ClusterError(f"no controller reported a leader within {LEADER_WAIT_S} s; see "
+                               f"the node.log files under {directory}")
+        description = {"cluster_id": cluster_id, "supervisor_pid": os.getpid(), "nodes": [
+            {"id": node_id, "roles": list(roles), "host": "127.0.0.1",
+             "port": port["controller"] if "controller" in roles else port["broker"],
+             "ports": {r: port[r] for r in roles}, "pid": processes[node_id].pid,
+             "dirs": [os.path.join(node_dir, "data"), os.path.join(node_dir, "metadata")],
+             "config": path}
+            for node_id, roles, port, node_dir, path in nodes]}
+        tmp = os.path.join(directory, CLUSTER_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(description, f, indent=2)
+        os.replace(tmp, os.path.join(directory, CLUSTER_FILE))
+        out(f"quorum leader: node {leader}; cluster description in "
+            f"{os.path.join(directory, CLUSTER_FILE)}")
+        _supervise(processes, nodes, out)
+    finally:
+        _stop_all(processes, nodes, out)
+        try:
+            os.remove(os.path.join(directory, CLUSTER_FILE))
+        except FileNotFoundError:
+            pass
+    return 0
+
+
+def _supervise(processes, nodes, out):
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        reported = set()
+        while not stopping:
+            for node_id, process in processes.items():
+                if node_id not in reported and process.poll() is not None:
+                    reported.add(node_id)
+                    out(f"node {node_id} exited with status {process.returncode}")
+            time.sleep(POLL_S)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stop_all(processes, nodes, out):
+    if not processes:
+        return
+    out("stopping the cluster: brokers first, then controllers")
+    roles = {node[0]: node[1] for node in nodes}
+    for group in ([i for i in processes if "controller" not in roles[i]],
+                  [i for i in processes if "controller" in roles[i]]):
+        for node_id in group:
+            if processes[node_id].poll() is None:
+                processes[node_id].send_signal(signal.SIGTERM)
+        for node_id in group:
+            process = processes[node_id]
+            try:
+                process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                out(f"node {node_id} did not stop in {STOP_GRACE_S} s: killing it")
+                process.kill()
+                process.wait()
+    out("cluster stopped")
+
+
+def down(directory, out=print):
+    path = os.path.join(os.path.abspath(directory), CLUSTER_FILE)
+    try:
+        with open(path) as f:
+            description = json.load(f)
+    except FileNotFoundError:
+        raise ClusterError(f"no cluster runs in {directory} (no {CLUSTER_FILE})") from None
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot read {path}: {exc}") from None
+    pids = [node["pid"] for node in description.get("nodes", [])]
+    supervisor = description.get("supervisor_pid")
+    if supervisor is not None and _alive(supervisor):
+        os.kill(supervisor, signal.SIGTERM)
+        watched = [supervisor] + pids
+    else:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGTERM)
+        watched = pids
+    deadline = time.monotonic() + 2 * STOP_GRACE_S + 5
+    while any(_alive(pid) for pid in watched):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"processes {[p for p in watched if _alive(p)]} did not stop")
+        time.sleep(POLL_S)
+    out(f"cluster in {directory} stopped")
+    return 0
+
+
+def _alive(pid):
+    """Whether process `pid` still runs (a zombie, dead but not yet reaped by its parent,
+    does not count)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): kill(0) is the best answer there is
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def add_arguments(sub):
+    cluster = sub.add_parser("cluster", help="run a local multi-process cluster",
+                             description="Start (up) or stop (down) a cluster of kraftcore "
+                             "processes on 127.0.0.1.")
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION")
+    start = actions.add_parser("up", help="format and start a cluster; Ctrl-C stops it")
+    start.add_argument("--controllers", type=int, default=3)
+    start.add_argument("--brokers", type=int, default=3)
+    start.add_argument("--dir", required=True, help="where the nodes keep their files")
+    start.add_argument("--combined", action="store_true",
+                       help="nodes 1..N are controllers and brokers at once")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       dest="overrides", help="a property for every node (repeatable)")
+    stop = actions.add_parser("down", help="stop the cluster running in --dir")
+    stop.add_argument("--dir", required=True)
+
+
+def run(args, *, err=None):
+    err = err or sys.stderr
+    try:
+        if args.cluster_command == "up":
+            from kraftcore.runtime.config import parse_override
+
+            overrides = [parse_override(text) for text in args.overrides]
+            return up(args.dir, args.controllers, args.brokers, args.combined, overrides,
+                      out=lambda line: print(line, flush=True))
+        if args.cluster_command == "down":
+            return down(args.dir)
+        err.write("kraftcore cluster: error: choose an action: up or down\n")
+        return 2
+    except (KraftcoreError, OSError) as exc:
+        err.write(f"kraftcore cluster: error: {exc}\n")
+        return 1

@@ -1,0 +1,344 @@
+"""`Node`: one kraftcore process in the roles of Kafka's `process.roles` — a controller (a
+voter running the `QuorumController`), a broker (an observer following the metadata log
+with its lifecycle), or both — bound to real sockets, files and the clock.
+
+The node owns its listener(s) (`kraftcore.net.Listener`), its peer pool (connections to the
+controllers by node id), the metadata log (`FileRaftStorage` in
+`<metadata.log.dir>/__cluster_metadata-0`, with `quorum-state` beside it) and the one
+`RaftDriver` over them; each role plugs into the driver's `on_ready`:
+
+* `ControllerRole`: the Ready's snapshot, commits and leader change become controller
+  events; the controller's queue runs in the event loop right after (never inside the
+  drive), and again at the deadline it returns. Its committed image is snapshotted when the
+  loader says so, and the log below the snapshots is cleaned. Client and broker RPCs reach
+  it through `kraftcore.runtime.controller_api` with the node as the facade.
+* `BrokerRole`: `BrokerMetadata` applies what the observer core delivers and snapshots the
+  image; `BrokerLifecycle`'s requests go to the active controller (the leader the observer
+  core knows) as BrokerRegistration / BrokerHeartbeat.
+
+Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
+(leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
+resigns (EndQuorumEpoch to the voters, so a successor is elected at once instead of after
+a fetch timeout); then the sockets and files are closed. A storage failure or a safety
+check of the core stops the node at once with a non-zero exit.
+"""
+
+import asyncio
+import logging
+import os
+import random
+import signal
+
+from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
+from kraftcore.broker.metadata import BrokerMetadata
+from kraftcore.controller.controller import QuorumController
+from kraftcore.errors import KraftcoreError
+from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.metadata.loader import MetadataLoader
+from kraftcore.net import Listener, PeerPool
+from kraftcore.protocol.uuid import Uuid
+from kraftcore.runtime.raft_driver import RaftDriver
+
+log = logging.getLogger("kraftcore.runtime")
+
+# Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, FetchSnapshot
+RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
+# How long a stopping node waits for its controlled shutdown or resignation to go out.
+SHUTDOWN_TIMEOUT_MS = 30_000
+RESIGN_GRACE_MS = 200
+# Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
+PLAINTEXT = 0
+
+
+class ControllerRole:
+    def __init__(self, node):
+        self.node = node
+        config = node.config
+        now = node.driver.clock()
+        loader = MetadataLoader(
+            snapshot_max_bytes=config.snapshot_max_bytes,
+            snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now)
+        self.controller = QuorumController(
+            node.driver, config=config.controller_config(node.cluster_id),
+            rng=random.Random(), loader=loader, now_ms=now)
+        self._handle = None
+        self._at = None
+
+    def on_ready(self, ready):
+        controller = self.controller
+        if ready.load_snapshot is not None:
+            storage = self.node.storage
+            size = storage.snapshot_size(ready.load_snapshot)
+            controller.on_load_snapshot(ready.load_snapshot,
+                                        storage.read_snapshot(ready.load_snapshot, 0, size))
+        controller.on_commits(list(ready.commits))
+        if ready.leader_change is not None:
+            controller.on_leader_change()
+        self.schedule(0)
+
+    def schedule(self, delay_ms):
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_ms / 1000
+        if self._handle is not None:
+            if self._at <= at:
+                return
+            self._handle.cancel()
+        self._at = at
+        self._handle = loop.call_at(at, self._run)
+
+    def _run(self):
+        self._handle = None
+        node = self.node
+        if node.driver.failed is not None:
+            return
+        now = node.driver.clock()
+        try:
+            deadline = self.controller.run(now)
+            self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
+        except KraftcoreError as exc:
+            node.fail(exc)
+            return
+        if deadline is not None:
+            self.schedule(max(0, deadline - now))
+
+    def submit(self, method, *args, **kwargs):
+        future = getattr(self.controller, method)(*args, **kwargs)
+        self.schedule(0)
+        return asyncio.wrap_future(future)
+
+
+class BrokerRole:
+    def __init__(self, node):
+        self.node = node
+        config = node.config
+        now = node.driver.clock()
+        self.metadata = BrokerMetadata(loader=MetadataLoader(
+            snapshot_max_bytes=config.snapshot_max_bytes,
+            snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now))
+        self.lifecycle = BrokerLifecycle(
+            config.node_id, Uuid.random(random.Random()), cluster_id=node.cluster_id,
+            listeners=node.broker_endpoints,
+            heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+            session_timeout_ms=config.broker_session_timeout_ms,
+            request_timeout_ms=config.raft_config().request_timeout_ms)
+        self._handle = None
+        self._at = None
+        self.done = asyncio.get_running_loop().create_future()
+
+    def start(self):
+        self.lifecycle.start(self.node.driver.clock())
+        self.schedule(0)
+
+    def on_ready(self, ready):
+        node = self.node
+        now = node.driver.clock()
+        self.metadata.on_ready(ready, node.storage, now)
+        self.lifecycle.set_metadata_offset(self.metadata.metadata_offset)
+        self.metadata.maybe_snapshot(now, node.driver)
+
+    def schedule(self, delay_ms):
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_ms / 1000
+        if self._handle is not None:
+            if self._at <= at:
+                return
+            self._handle.cancel()
+        self._at = at
+        self._handle = loop.call_at(at, self._poll)
+
+    def _poll(self):
+        self._handle = None
+        node = self.node
+        now = node.driver.clock()
+        lifecycle = self.lifecycle
+        requests, deadline = lifecycle.poll(now)
+        for request in requests:
+            self._send(request)
+        if lifecycle.done:
+            if not self.done.done():
+                self.done.set_result(lifecycle.error)
+            return
+        if deadline is not None:
+            self.schedule(max(0, deadline - now))
+
+    def _send(self, request):
+        from kraftcore.runtime import controller_api
+
+        node = self.node
+        target = node.driver.core.leader_id
+        if target is None:
+            target = self.lifecycle.controller_id
+        if target is None or target not in node.voters:
+            target = random.choice(sorted(node.voters))
+        if type(request) is RegisterRequest:
+            body = controller_api.registration_request(request)
+            read = controller_api.registration_result
+        else:
+            body = controller_api.heartbeat_request(request)
+            read = controller_api.heartbeat_result
+        version = type(body).valid_versions[1]
+
+        def on_response(response, error):
+            now = node.driver.clock()
+            if error is None:
+                try:
+                    result = read(response)
+                except KraftcoreError as exc:
+                    result = exc
+            else:
+                result = error
+            self.lifecycle.on_response(request, result, now)
+            self.schedule(0)
+
+        node.pool.send_nowait(target, body, version, on_response)
+
+    def begin_shutdown(self):
+        self.lifecycle.begin_shutdown(self.node.driver.clock())
+        self.schedule(0)
+
+
+class Node:
+    """A node process (see the module docstring). `config` is a
+    `kraftcore.runtime.config.NodeConfig`; `cluster_id` comes from meta.properties."""
+
+    def __init__(self, config, cluster_id):
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        self.voters = dict(config.voters)
+        self.storage = None
+        self.driver = None
+        self.pool = None
+        self.listeners = []
+        self.controller = None
+        self.broker = None
+        self.broker_endpoints = []
+        self.stopped = None
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ facade for the
+    # controller API (kraftcore.runtime.controller_api)
+
+    @property
+    def image(self):
+        return self.controller.controller.image
+
+    def submit(self, method, *args, **kwargs):
+        return self.controller.submit(method, *args, **kwargs)
+
+    def controller_id(self):
+        return self.driver.core.leader_id
+
+    def controllers(self):
+        return dict(self.voters)
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self):
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.stopped = loop.create_future()
+        directory = config.metadata_partition_dir
+        os.makedirs(directory, exist_ok=True)
+        self.storage = FileRaftStorage.open(directory, **config.metadata_log_settings())
+        raft_config = config.raft_config(self.cluster_id)
+        self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
+                             + raft_config.fetch_max_wait_ms)
+        for voter_id, (host, port) in self.voters.items():
+            if voter_id != self.node_id:
+                self.pool.update(voter_id, host, port)
+        self.driver = RaftDriver(self.node_id, self.voters, self.storage, directory,
+                                 raft_config, self.pool, rng=random.Random(),
+                                 on_ready=self._on_ready, on_fatal=self.fail)
+        if config.is_controller:
+            host, port = config.controller_listener
+            self.listeners.append(await Listener.start(host, port, self._handle,
+                                                       name=f"controller-{self.node_id}"))
+            self.controller = ControllerRole(self)
+        if config.is_broker:
+            host, port = config.broker_listener
+            # Brokers serve no data yet: the listener answers ApiVersions and is what the
+            # broker registers.
+            listener = await Listener.start(host, port, self._handle, api_keys=(),
+                                            name=f"broker-{self.node_id}")
+            self.listeners.append(listener)
+            # What the broker registers: its advertised endpoints, with the bound port when
+            # the configuration asked for any free one (0).
+            self.broker_endpoints = [
+                (e.name, e.host or "127.0.0.1", e.port or listener.port, PLAINTEXT)
+                for e in config.broker_endpoints]
+            if self.node_id in self.voters:
+                # Combined mode: the broker's requests to its own controller go through the
+                # same path as everyone else's.
+                chost, cport = config.controller_listener
+                self.pool.update(self.node_id, chost, cport)
+            self.broker = BrokerRole(self)
+            self.broker.start()
+        self.driver.kick()
+        log.info("node %s started (%s): %s", self.node_id,
+                 ", ".join(config.process_roles),
+                 ", ".join(f"{h}:{p}" for h, p in (li.address for li in self.listeners)))
+
+    def _on_ready(self, ready):
+        if self.controller is not None:
+            self.controller.on_ready(ready)
+        if self.broker is not None:
+            self.broker.on_ready(ready)
+
+    async def _handle(self, request, peer):
+        if request.api_key in RAFT_APIS:
+            return await self.driver.handle_request(request.body)
+        from kraftcore.runtime import controller_api
+
+        return await controller_api.handle_controller_request(self, request)
+
+    def fail(self, exc):
+        log.error("node %s stops: %s", self.node_id, exc)
+        self.exit_code = 1
+        if self.stopped is not None and not self.stopped.done():
+            self.stopped.set_result(None)
+
+    def request_stop(self):
+        if self.stopped is not None and not self.stopped.done():
+            self.stopped.set_result(None)
+
+    async def run(self):
+        """Start, run until SIGTERM / SIGINT (or a fatal error), stop; returns the exit
+        code."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, self.request_stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await self.stopped
+        await self.stop(graceful=self.exit_code == 0)
+        return self.exit_code
+
+    async def stop(self, graceful=True):
+        if graceful and self.broker is not None:
+            self.broker.begin_shutdown()
+            try:
+                await asyncio.wait_for(asyncio.shield(self.broker.done),
+                                       SHUTDOWN_TIMEOUT_MS / 1000)
+            except asyncio.TimeoutError:
+                log.warning("node %s: the controlled shutdown did not finish in %s ms",
+                            self.node_id, SHUTDOWN_TIMEOUT_MS)
+        if graceful and self.driver is not None and self.driver.failed is None \
+                and self.driver.core.role == "leader":
+            self.driver.resign()
+            await asyncio.sleep(RESIGN_GRACE_MS / 1000)
+        for listener in self.listeners:
+            await listener.close()
+        if self.pool is not None:
+            await self.pool.close()
+        if self.driver is not None:
+            self.driver.close()
+        if self.storage is not None:
+            try:
+                self.storage.close()
+            except KraftcoreError as exc:
+                log.error("node %s: closing the metadata log failed: %s", self.node_id, exc)
+                self.exit_code = 1
+        log.info("node %s stopped", self.node_id)
