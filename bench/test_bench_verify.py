@@ -1,0 +1,361 @@
+"""`kraftcore verify` benchmarks: 1000 snapshot files of mixed sizes, checked through Spark
+(local[2]) and in one process without Spark, with the time split into its parts.
+
+The data (built once per run, fixed seed, outside the timed part): a QuorumController (over
+`kraftcore.sim.local.LocalQuorum`) with 6 brokers creates 500 topics of 1 to 20 partitions
+(replication factor 3; a broker is fenced and unfenced now and then, so leaders move); the
+log is cut at 150 batch boundaries spread over its growth, and 10 nodes each hold the
+snapshots of 100 of those cuts: 1000 `.checkpoint` files from a few records to ~6000,
+~3 million records in all, under `<tmp>/node-<i>/__cluster_metadata-0/`.
+
+Groups (records/s counts the metadata records of all 1000 files):
+
+* `verify-1000-decode`: reading and decoding the files.
+  `kraftcore-c` reads each file and decodes it (`decode_batches` + `decode_values`) in this
+  process: the baseline; `in-process-read` only reads; `in-process-analyze` reads and runs
+  `checks.analyze_file` (decode + the per-file checks + the table rows).
+  `spark-local[2]-read` and `spark-local[2]-decode` do the same reading / decoding in
+  Spark's executors (`binaryFile` + `mapInArrow`) on a warm session.
+* `verify-1000-all-checks`: every check (nodes compared, epochs over time; no --logs):
+  `in-process` (`verify_in_process`) against `spark-local[2]` (`verify_with_spark` on a warm
+  session; its phases are printed at the end) and `spark-local[2]-cold` (what one
+  `kraftcore verify` run costs, in a process of its own: start Spark, verify, stop).
+* `spark-start`: `jvm` (`java -version`: the JVM's own start) against
+  `spark-session-local[2]` (a process that starts the quiet session and stops it) and
+  `python-import-pyspark` (the imports alone).
+
+Nothing asserts on a timing; the numbers and where the time goes are printed at the end.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from kraftcore import codec
+from kraftcore.controller.replication import NewTopic
+from kraftcore.metadata import records as R
+from kraftcore.metadata.snapshot import encode_snapshot
+from kraftcore.protocol.uuid import Uuid
+from kraftcore.sim.local import LocalQuorum
+from kraftcore.spark import checks as C
+from kraftcore.spark.inputs import discover_nodes
+from kraftcore.spark.local import verify_in_process
+from kraftcore.spark.sample import SampleHistory, snapshot_images
+
+pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+SEED = 0x7665_7269
+BROKERS = 6
+TOPICS = 500
+PARTITIONS_MAX = 20
+CUTS = 150
+NODES = 10
+PER_NODE = 100
+MASTER = "local[2]"
+ROUNDS = 3
+COLD_ROUNDS = 2
+_STATE = {}  # name -> (median seconds, extra)
+
+
+# ------------------------------------------------------------------ data
+
+def _history():
+    quorum = LocalQuorum(seed=SEED)
+    rng = random.Random(SEED)
+    epochs = {b: quorum.call("register_broker", b, Uuid.random(rng)).broker_epoch
+              for b in range(BROKERS)}
+
+    def heartbeat(b, **kwargs):
+        quorum.call("broker_heartbeat", b, epochs[b], metadata_offset=quorum.next_offset(),
+                    **kwargs)
+
+    for b in range(BROKERS):
+        heartbeat(b)
+    cuts = []
+    for t in range(TOPICS):
+        result = quorum.call("create_topics", [NewTopic(f"topic-{t}",
+                                                        rng.randint(1, PARTITIONS_MAX), 3)])
+        assert result[0].error_code == 0, result
+        if t % 50 == 25:  # a broker leaves and comes back: leaders move, ISRs shrink
+            b = rng.randrange(BROKERS)
+            heartbeat(b, want_fence=True)
+            heartbeat(b)
+        cuts.append(quorum.next_offset())
+    step = len(cuts) / CUTS
+    chosen = sorted({cuts[min(len(cuts) - 1, int(i * step))] for i in range(CUTS)})
+    return SampleHistory(quorum.storage.batches(), chosen)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("verify-1000")
+    history = _history()
+    images = snapshot_images(history, history.cuts)
+    encoded = {cut: encode_snapshot(images[cut]) for cut in history.cuts}
+    rng = random.Random(SEED)
+    for n in range(NODES):
+        directory = root / f"node-{n + 1}" / "__cluster_metadata-0"
+        directory.mkdir(parents=True)
+        for cut in sorted(rng.sample(history.cuts, PER_NODE)):
+            image = images[cut]
+            name = f"{image.end_offset:020d}-{image.epoch:010d}.checkpoint"
+            (directory / name).write_bytes(encoded[cut])
+    nodes = discover_nodes(sorted(str(p) for p in root.iterdir()))
+    files = [f for node in nodes for f in node.files]
+    records = sum(_decode(_read(f)) for f in files)
+    sizes = sorted(os.path.getsize(f) for f in files)
+    info = {"files": len(files), "records": records, "bytes": sum(sizes),
+            "smallest_bytes": sizes[0], "largest_bytes": sizes[-1],
+            "median_bytes": sizes[len(sizes) // 2]}
+    _STATE["dataset"] = info
+    return nodes, files, info
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _decode(data):
+    batches = codec.decode_batches(data)
+    values = [r.value for b in batches if not b.is_control for r in b.records]
+    return len(R.decode_values(values))
+
+
+def _extra(benchmark, info, peer):
+    benchmark.extra_info.update(peer=peer, records=info["records"], bytes=info["bytes"])
+
+
+def _keep(name, benchmark, **extra):
+    _STATE[name] = (benchmark.stats.stats.median, extra)
+
+
+# ------------------------------------------------------------------ in process
+
+@pytest.mark.benchmark(group="verify-1000-decode")
+def test_in_process_read(benchmark, dataset):
+    _, files, info = dataset
+    total = benchmark.pedantic(lambda: sum(len(_read(f)) for f in files), rounds=ROUNDS,
+                               warmup_rounds=1)
+    assert total == info["bytes"]
+    _extra(benchmark, info, "in-process-read")
+    _keep("read", benchmark)
+
+
+@pytest.mark.benchmark(group="verify-1000-decode")
+def test_in_process_decode(benchmark, dataset):
+    _, files, info = dataset
+    with R.cyclic_gc_paused():
+        total = benchmark.pedantic(lambda: sum(_decode(_read(f)) for f in files),
+                                   rounds=ROUNDS, warmup_rounds=1)
+    assert total == info["records"]
+    _extra(benchmark, info, "kraftcore-c")
+    _keep("decode", benchmark)
+
+
+@pytest.mark.benchmark(group="verify-1000-decode")
+def test_in_process_analyze(benchmark, dataset):
+    nodes, _, info = dataset
+
+    def run():
+        records = violations = 0
+        for n in nodes:
+            for f in n.files:
+                r = C.analyze_file(n.name, f, _read(f))
+                records += r.records
+                violations += len(r.violations)
+        return records, violations
+
+    with R.cyclic_gc_paused():  # as the engines run it
+        records, violations = benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=1)
+    assert records == info["records"] and violations == 0
+    _extra(benchmark, info, "in-process-analyze")
+    _keep("analyze", benchmark)
+
+
+@pytest.mark.benchmark(group="verify-1000-all-checks")
+def test_in_process_verify(benchmark, dataset):
+    nodes, _, info = dataset
+    report = benchmark.pedantic(lambda: verify_in_process(nodes), rounds=ROUNDS)
+    assert report.ok and report.records == info["records"]
+    _extra(benchmark, info, "in-process")
+    _keep("verify-in-process", benchmark, timings=dict(report.timings))
+
+
+# ------------------------------------------------------------------ spark
+
+@pytest.fixture(scope="module")
+def spark():
+    from kraftcore.spark.session import build_session
+
+    handle = build_session(MASTER, app_name="kraftcore-bench")
+    yield handle.session
+    handle.stop()
+
+
+def _spark_sum(spark, nodes, function):
+    from pyspark.sql import functions as F
+
+    from kraftcore.spark.job import _union
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "64")
+    spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(64 * 1024 * 1024))
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
+    frames = [spark.read.format("binaryFile").load(list(n.files))
+              .select("path", "content", F.lit(n.name).alias("node")) for n in nodes]
+    return _union(frames).mapInArrow(function, "n long").agg(F.sum("n")).first()[0]
+
+
+@pytest.mark.benchmark(group="verify-1000-decode")
+def test_spark_read(benchmark, dataset, spark):
+    from kraftcore.spark.job import read_only
+
+    nodes, _, info = dataset
+    total = benchmark.pedantic(lambda: _spark_sum(spark, nodes, read_only), rounds=ROUNDS,
+                               warmup_rounds=1)
+    assert total == info["bytes"]
+    _extra(benchmark, info, f"spark-{MASTER}-read")
+    _keep("spark-read", benchmark)
+
+
+@pytest.mark.benchmark(group="verify-1000-decode")
+def test_spark_decode(benchmark, dataset, spark):
+    from kraftcore.spark.job import decode_only
+
+    nodes, _, info = dataset
+    total = benchmark.pedantic(lambda: _spark_sum(spark, nodes, decode_only), rounds=ROUNDS,
+                               warmup_rounds=1)
+    assert total == info["records"]
+    _extra(benchmark, info, f"spark-{MASTER}-decode")
+    _keep("spark-decode", benchmark)
+
+
+@pytest.mark.benchmark(group="verify-1000-all-checks")
+def test_spark_verify(benchmark, dataset, spark):
+    from kraftcore.spark.job import verify_with_spark
+
+    nodes, _, info = dataset
+    reports = []
+
+    def run():
+        reports.append(verify_with_spark(spark, nodes))
+        return reports[-1]
+
+    report = benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=1)
+    assert report.ok and report.records == info["records"]
+    timings = {}
+    for r in reports[1:]:  # the timed rounds
+        for phase, seconds in r.timings.items():
+            timings.setdefault(phase, []).append(seconds)
+    _extra(benchmark, info, f"spark-{MASTER}")
+    _keep("verify-spark", benchmark,
+          timings={k: sorted(v)[len(v) // 2] for k, v in timings.items()})
+
+
+@pytest.mark.benchmark(group="verify-1000-all-checks")
+def test_spark_verify_cold(benchmark, dataset, tmp_path):
+    """One `kraftcore verify` run as users start it, in a process of its own: import,
+    start Spark (a JVM of its own), verify, stop."""
+    nodes, _, info = dataset
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, "-m", "kraftcore.cli.main", "verify", "--snapshots",
+               *[n.root for n in nodes], "--master", MASTER, "--quiet", "--output",
+               str(report_path)]
+
+    def run():
+        subprocess.run(command, check=True, capture_output=True, timeout=900)
+
+    benchmark.pedantic(run, rounds=COLD_ROUNDS)
+    report = json.loads(report_path.read_text())
+    assert report["ok"] and report["summary"]["records"] == info["records"]
+    _extra(benchmark, info, f"spark-{MASTER}-cold")
+    _keep("verify-spark-cold", benchmark, timings=report["timings_s"])
+
+
+@pytest.mark.benchmark(group="spark-start")
+def test_jvm_start(benchmark):
+    benchmark.pedantic(lambda: subprocess.run(["java", "-version"], capture_output=True,
+                                              check=True), rounds=ROUNDS, warmup_rounds=1)
+    benchmark.extra_info.update(peer="jvm")
+    _keep("jvm", benchmark)
+
+
+@pytest.mark.benchmark(group="spark-start")
+def test_spark_session_start(benchmark):
+    """A fresh process that starts the quiet embedded session and stops it (the Python
+    imports are measured on their own, `python-import-pyspark`)."""
+    code = ("from kraftcore.spark.session import build_session; "
+            f"build_session({MASTER!r}).stop()")
+    benchmark.pedantic(lambda: subprocess.run([sys.executable, "-c", code], check=True,
+                                              capture_output=True, timeout=300),
+                       rounds=ROUNDS, warmup_rounds=1)
+    benchmark.extra_info.update(peer=f"spark-session-{MASTER}")
+    _keep("session", benchmark)
+
+
+@pytest.mark.benchmark(group="spark-start")
+def test_python_import(benchmark):
+    code = "import pyspark.sql, pyarrow, kraftcore.spark.job"
+    benchmark.pedantic(lambda: subprocess.run([sys.executable, "-c", code], check=True,
+                                              capture_output=True, timeout=300),
+                       rounds=ROUNDS, warmup_rounds=1)
+    benchmark.extra_info.update(peer="python-import-pyspark")
+    _keep("imports", benchmark)
+
+
+# ------------------------------------------------------------------ summary
+
+def _rate(records, seconds):
+    return f"{records / seconds / 1e6:.2f} M records/s"
+
+
+class _VerifySummary:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_terminal_summary(self, terminalreporter):
+        yield
+        tr = terminalreporter
+        info = _STATE.get("dataset")
+        if not info:
+            return
+        n = info["records"]
+        tr.write_line(
+            f"verify data: {info['files']} files, {n:,} records, "
+            f"{info['bytes'] / 1e6:.1f} MB (files of {info['smallest_bytes']:,} to "
+            f"{info['largest_bytes']:,} bytes, median {info['median_bytes']:,})")
+        for key, label in (("read", "in process: read the files"),
+                           ("decode", "in process: read + decode"),
+                           ("analyze", "in process: read + decode + per-file checks + rows"),
+                           ("verify-in-process", "in process: all checks"),
+                           ("spark-read", f"spark {MASTER}: read (binaryFile -> Arrow -> "
+                                          "Python)"),
+                           ("spark-decode", f"spark {MASTER}: read + decode"),
+                           ("verify-spark", f"spark {MASTER}: all checks (warm session)"),
+                           ("verify-spark-cold", f"spark {MASTER}: start + all checks + "
+                                                 "stop")):
+            if key in _STATE:
+                seconds, extra = _STATE[key]
+                line = f"  {label}: {seconds:.2f} s, {_rate(n, seconds)}"
+                if extra.get("timings"):
+                    parts = ", ".join(f"{k} {v:.2f} s" for k, v in extra["timings"].items())
+                    line += f" [{parts}]"
+                if "start_s" in extra:
+                    line += f" [spark start {extra['start_s']:.2f} s]"
+                tr.write_line(line)
+        if "jvm" in _STATE and "session" in _STATE:
+            jvm, session = _STATE["jvm"][0], _STATE["session"][0]
+            imports = _STATE["imports"][0] if "imports" in _STATE else 0.0
+            tr.write_line(f"  spark start: JVM alone {jvm:.2f} s; a process starting the "
+                          f"quiet Spark session {session:.2f} s, of which Python imports "
+                          f"{imports:.2f} s: Spark adds {session - imports - jvm:.2f} s to "
+                          "the JVM's own start")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_verify_summary(request):
+    manager = request.config.pluginmanager
+    if manager.get_plugin("kraftcore-verify-summary") is None:
+        manager.register(_VerifySummary(), "kraftcore-verify-summary")

@@ -1,0 +1,295 @@
+"""The `log-replay` check: a node's snapshots against the replay of its own metadata log.
+
+For every snapshot `<end offset>-<epoch>.checkpoint` of a node, the node's metadata log
+(the `.log` segments of its `__cluster_metadata-0` directory) replayed from the start up to
+the snapshot's end offset must give the same image (kafka-facts §4.4: the end offset is
+exclusive, the epoch is the one of the last contained record). The replay is kraftcore's
+own (`MetadataLoader`: metadata transactions applied whole, control batches skipped), and
+the comparison is record by record, keyed by what each record is about, so a difference is
+reported as "PartitionRecord orders-3 differs: leader 2 in the snapshot, 1 in the log
+replay".
+
+Reading is strictly read-only: the segments are mapped and walked batch by batch (each
+batch's CRC-32C checked), nothing is recovered, truncated or written. Where the log does
+not start at offset 0 (its older segments were deleted after a snapshot), the replay starts
+from the node's first snapshot that ends inside the log; that snapshot and the ones before
+it are counted as "not covered by the log", as are snapshots past the log's end.
+
+A torn batch at the end of the last segment (a crash during an append) ends the log there,
+as Kafka's recovery would. Anything else wrong with the log (a bad CRC, a gap in the
+offsets, a record that does not replay) is a `log-replay` violation naming the segment
+and the byte, and the snapshots after it are not verified.
+"""
+
+import itertools
+import mmap
+import os
+import re
+import struct
+from typing import NamedTuple
+
+from kraftcore import codec
+from kraftcore.errors import KraftcoreError
+from kraftcore.metadata.loader import MetadataLoader
+from kraftcore.metadata.snapshot import image_records
+from kraftcore.raft.types import CommittedBatch
+from kraftcore.spark.checks import (PAIR_DIFFERENCES_MAX, Violation, describe,
+                                    field_differences, keyed, snapshot_id_text,
+                                    snapshot_records)
+
+__all__ = ["find_log_dir", "iter_log_batches", "replay_node", "ReplayResult", "LogProblem",
+           "SEGMENT_NAME"]
+
+SEGMENT_NAME = re.compile(r"^([0-9]{20})\.log$")
+_HEADER = struct.Struct(">qiibIhi")  # base, length, epoch, magic, crc, attributes, delta
+_CRC_START = 21
+_HEADER_BYTES_UP_TO_MAGIC = 17
+_BATCH_LENGTH_MIN = 49
+_CONTROL = 0x20
+# The most bytes of log batches handed to the loader at once.
+_APPLY_BYTES = 8 * 1024 * 1024
+
+
+class LogProblem(Exception):
+    """The log cannot be read (or replayed) past this point."""
+
+    def __init__(self, message, segment=None, position=None, offset=None):
+        super().__init__(message)
+        self.message = message
+        self.segment = segment
+        self.position = position
+        self.offset = offset
+
+
+def segment_files(log_dir):
+    """The `.log` segments of a partition directory, by base offset."""
+    found = []
+    for name in os.listdir(log_dir):
+        match = SEGMENT_NAME.match(name)
+        if match and os.path.isfile(os.path.join(log_dir, name)):
+            found.append((int(match.group(1)), os.path.join(log_dir, name)))
+    return [path for _, path in sorted(found)]
+
+
+def find_log_dir(root):
+    """The metadata log directory under `root`: the one directory holding `.log` segments
+    (`__cluster_metadata-0` preferred when there are several). None when there is none;
+    ValueError naming them when there are several candidates."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if any(SEGMENT_NAME.match(name) for name in filenames):
+            found.append(dirpath)
+    if len(found) > 1:
+        preferred = [d for d in found if os.path.basename(d) == "__cluster_metadata-0"]
+        if len(preferred) == 1:
+            return preferred[0]
+        raise ValueError(f"{root} holds several directories of .log segments "
+                         f"({', '.join(found)}); give the metadata log directory itself")
+    return found[0] if found else None
+
+
+def iter_log_batches(log_dir):
+    """Every batch of the log in `log_dir`, as `CommittedBatch`es in offset order. Raises
+    `LogProblem` (lazily, when reached) for a bad batch or a gap in the offsets."""
+    segments = segment_files(log_dir)
+    expected = None
+    for index, segment in enumerate(segments):
+        last_segment = index == len(segments) - 1
+        with open(segment, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                continue
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    for batch in _segment_batches(view, segment, last_segment, expected):
+                        expected = batch.last_offset + 1
+                        yield batch
+                finally:
+                    view.release()
+
+
+def _segment_batches(view, segment, last_segment, expected):
+    total = len(view)
+    pos = 0
+    name = os.path.basename(segment)
+    while pos < total:
+        left = total - pos
+        if left < _HEADER_BYTES_UP_TO_MAGIC:
+            if last_segment:
+                return  # a torn append: the log ends here
+            raise LogProblem(f"{name} ends with {left} bytes that are not a batch", segment,
+                             pos)
+        base, length, epoch, magic, crc, attributes, delta = _HEADER.unpack_from(
+            view, pos) if left >= _HEADER.size else (*struct.unpack_from(">qi", view, pos),
+                                                     0, 0, 0, 0, 0)
+        size = 12 + length
+        if length < _BATCH_LENGTH_MIN or size > left:
+            if last_segment and length >= _BATCH_LENGTH_MIN:
+                return  # a torn append
+            raise LogProblem(f"the batch at byte {pos} of {name} declares {length} bytes "
+                             f"and {left - 12} follow", segment, pos, base)
+        if magic != 2:
+            raise LogProblem(f"the batch at byte {pos} of {name} has magic {magic}", segment,
+                             pos, base)
+        if codec.crc32c(view[pos + _CRC_START:pos + size]) != crc:
+            raise LogProblem(f"the batch at byte {pos} of {name} (base offset {base}) fails "
+                             "its CRC-32C check", segment, pos, base)
+        if expected is not None and base != expected:
+            raise LogProblem(f"the offsets jump from {expected - 1} to {base} at byte {pos} of "
+                             f"{name}", segment, pos, base)
+        yield CommittedBatch(base, base + delta, epoch, bool(attributes & _CONTROL),
+                             bytes(view[pos:pos + size]))
+        expected = base + delta + 1
+        pos += size
+
+
+class ReplayResult(NamedTuple):
+    """What the replay of one node found: its violations, how many snapshots were compared
+    with the log, and how many the log does not cover."""
+
+    node: str
+    violations: list
+    compared: int
+    not_covered: int
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def replay_node(node, log_dir, snapshots):
+    """Check `snapshots` (`[(path, (end offset, epoch))]` of `node`, undamaged files only)
+    against the replay of the log in `log_dir`; returns a `ReplayResult`."""
+    snapshots = sorted(snapshots, key=lambda s: (tuple(s[1]), s[0]))
+    violations = []
+    batches = iter_log_batches(log_dir)
+    try:
+        first = next(batches, None)
+    except LogProblem as exc:
+        if snapshots:
+            violations.append(_log_violation(node, snapshots[0], exc))
+        return ReplayResult(node, violations, 0, len(snapshots))
+    if first is None:
+        return ReplayResult(node, violations, 0, len(snapshots))
+    loader = MetadataLoader()
+    todo = snapshots
+    if first.base_offset > 0:
+        # The log starts after offset 0: start from a snapshot that ends inside it.
+        for i, (path, sid) in enumerate(snapshots):
+            if sid[0] >= first.base_offset:
+                try:
+                    loader.load_snapshot(tuple(sid), _read(path))
+                except KraftcoreError:
+                    continue
+                todo = snapshots[i + 1:]
+                break
+        else:
+            return ReplayResult(node, violations, 0, len(snapshots))
+    skipped = len(snapshots) - len(todo)
+    start = loader.next_offset
+    position = start  # the offset after the last batch taken from the log
+    batches = itertools.chain([first], batches)
+    pending, pending_bytes = [], 0
+    compared = 0
+    for index, (path, sid) in enumerate(todo):
+        end_offset = sid[0]
+        try:
+            while position < end_offset:
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                if batch.last_offset < start:
+                    continue  # below the snapshot the replay started from
+                if batch.base_offset < start:
+                    raise LogProblem(f"the log batch [{batch.base_offset}, "
+                                     f"{batch.last_offset}] straddles offset {start}, the end "
+                                     "of the snapshot the replay starts from",
+                                     offset=batch.base_offset)
+                pending.append(batch)
+                pending_bytes += len(batch.data)
+                position = batch.last_offset + 1
+                if pending_bytes >= _APPLY_BYTES:
+                    loader.apply(pending)
+                    pending, pending_bytes = [], 0
+            if pending:
+                loader.apply(pending)
+                pending, pending_bytes = [], 0
+        except LogProblem as exc:
+            violations.append(_log_violation(node, (path, sid), exc))
+            return ReplayResult(node, violations, compared, skipped + len(todo) - index - 1)
+        except KraftcoreError as exc:
+            violations.append(Violation(
+                "log-replay", node, path, snapshot_id_text(sid), None, None, None,
+                f"the metadata log of {node} does not replay up to offset {end_offset}: "
+                f"{exc}; the snapshots from here on are not verified"))
+            return ReplayResult(node, violations, compared, skipped + len(todo) - index - 1)
+        if position < end_offset:
+            # The log ends before this snapshot (and so before every later one).
+            return ReplayResult(node, violations, compared, skipped + len(todo) - index)
+        if position > end_offset:
+            violations.append(Violation(
+                "log-replay", node, path, snapshot_id_text(sid), None, None, None,
+                f"snapshot {snapshot_id_text(sid)} ends at offset {end_offset}, inside a "
+                f"log batch that ends at offset {position - 1}: a snapshot ends on a batch "
+                "boundary"))
+            continue
+        compared += 1
+        violations += _compare(node, path, sid, loader.image)
+    return ReplayResult(node, violations, compared, skipped)
+
+
+def _log_violation(node, snapshot, exc):
+    path, sid = snapshot if snapshot else (None, None)
+    where = f" ({os.path.basename(exc.segment)})" if exc.segment else ""
+    return Violation("log-replay", node, path, snapshot_id_text(sid), exc.offset,
+                     exc.position, None,
+                     f"the metadata log of {node} cannot be read past this point{where}: "
+                     f"{exc.message}; the snapshots from here on are not verified",
+                     exc.segment)
+
+
+def _compare(node, path, sid, image):
+    sid_text = snapshot_id_text(sid)
+    out = []
+    if image.end_offset == sid[0] and image.epoch != sid[1]:
+        out.append(Violation(
+            "log-replay", node, path, sid_text, None, None, None,
+            f"snapshot {sid_text} claims epoch {sid[1]}, but the log's last batch below "
+            f"offset {sid[0]} has epoch {image.epoch}"))
+    try:
+        _, entries, names = snapshot_records(_read(path))
+    except (KraftcoreError, OSError) as exc:
+        out.append(Violation("log-replay", node, path, sid_text, None, None, None,
+                             f"the snapshot cannot be read again for the comparison: {exc}"))
+        return out
+    mine = keyed(entries)
+    replayed = keyed([(None, None, r) for r in image_records(image)])
+    names = {**{t.topic_id: t.name for t in image.topics.values()}, **names}
+    differences = []
+    for key, (offset, _, record) in mine.items():
+        other = replayed.get(key)
+        if other is None:
+            desc = describe(record, names)
+            differences.append((offset, desc, f"{desc} is in the snapshot but not in the "
+                                f"log replay"))
+        elif other[2] != record:
+            desc = describe(record, names)
+            differences.append((offset, desc, f"{desc} differs: " + field_differences(
+                record, other[2], "the snapshot", "the log replay")))
+    for key, (_, _, record) in replayed.items():
+        if key not in mine:
+            desc = describe(record, names)
+            differences.append((None, desc, f"{desc} is missing from the snapshot; the log "
+                                "replay holds it"))
+    differences.sort(key=lambda d: (d[0] is None, d[0] or 0))
+    for offset, desc, message in differences[:PAIR_DIFFERENCES_MAX]:
+        out.append(Violation("log-replay", node, path, sid_text, offset, None, desc,
+                             f"snapshot {sid_text}: {message}"))
+    if len(differences) > PAIR_DIFFERENCES_MAX:
+        out.append(Violation("log-replay", node, path, sid_text, None, None, None,
+                             f"snapshot {sid_text}: {len(differences) - PAIR_DIFFERENCES_MAX}"
+                             " more records differ from the log replay (not listed)"))
+    return out
