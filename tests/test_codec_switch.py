@@ -54,7 +54,7 @@ def test_cli_version():
 def test_cli_demo_runs_and_checks_the_golden_vectors(capsys):
     from kraftcore.cli.main import main
 
-    assert main(["demo", "--batches", "3", "--records", "50"]) == 0
+    assert main(["demo", "--codec", "--batches", "3", "--records", "50"]) == 0
     out = capsys.readouterr().out
     assert "ok  73-byte batch" in out and "a flipped bit is caught" in out
-    assert main(["demo", "--batches", "0"]) == 2
+    assert main(["demo", "--codec", "--batches", "0"]) == 2

@@ -1,9 +1,25 @@
 """The `kraftcore` command: argument parsing and dispatch to one module per subcommand."""
 
 import argparse
+import importlib
 import sys
 
 import kraftcore
+
+# Subcommand modules of kraftcore.cli, each with `add_arguments(subparsers)` and
+# `run(args) -> exit status`, and the commands each one owns.
+COMMAND_MODULES = (
+    ("verify", ("verify",)),
+    ("metadata_shell", ("metadata-shell",)),
+    ("format", ("format", "random-uuid")),
+    ("start", ("start",)),
+    ("cluster", ("cluster",)),
+    ("admin", ("quorum", "topics", "brokers", "configs")),
+)
+
+
+def _module(name):
+    return importlib.import_module(f"kraftcore.cli.{name}")
 
 
 def build_parser():
@@ -13,7 +29,13 @@ def build_parser():
     )
     parser.add_argument("--version", action="version", version=f"kraftcore {kraftcore.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = sub.add_parser("demo", help="encode, decode and verify record batches and show the speed")
+    demo = sub.add_parser(
+        "demo", help="run a local cluster through failover, fencing and snapshots "
+        "(--codec: the record-batch codec tour)")
+    demo.add_argument("--codec", action="store_true",
+                      help="tour the record-batch codec and the log instead of a cluster")
+    demo.add_argument("--dir", help="where the demo cluster keeps its files (default: a "
+                      "new temporary directory)")
     demo.add_argument("--batches", type=int, default=200, help="batches to encode (default 200)")
     demo.add_argument("--records", type=int, default=1000, help="records per batch (default 1000)")
     demo.add_argument("--seed", type=int, default=7, help="seed of the generated keys and values")
@@ -28,6 +50,8 @@ def build_parser():
                       dest="metadata_decoder",
                       help="decode every record as a KRaft metadata or control record")
     dump.add_argument("--json", action="store_true", help="print one JSON object per line")
+    for name, _ in COMMAND_MODULES:
+        _module(name).add_arguments(sub)
     return parser
 
 
@@ -38,6 +62,10 @@ def main(argv=None):
         parser.print_help()
         return 2
     if args.command == "demo":
+        if not args.codec:
+            from kraftcore.cli import demo_cluster
+
+            return demo_cluster.run(args.dir)
         from kraftcore.cli import demo
 
         return demo.run(args.batches, args.records, args.seed)
@@ -45,6 +73,9 @@ def main(argv=None):
         from kraftcore.cli import dump_log
 
         return dump_log.run(args.files, args.metadata_decoder, args.json)
+    for name, commands in COMMAND_MODULES:
+        if args.command in commands:
+            return _module(name).run(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

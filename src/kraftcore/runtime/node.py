@@ -14,7 +14,10 @@ controllers by node id), the metadata log (`FileRaftStorage` in
   it through `kraftcore.runtime.controller_api` with the node as the facade.
 * `BrokerRole`: `BrokerMetadata` applies what the observer core delivers and snapshots the
   image; `BrokerLifecycle`'s requests go to the active controller (the leader the observer
-  core knows) as BrokerRegistration / BrokerHeartbeat.
+  core knows) as BrokerRegistration / BrokerHeartbeat. Brokers hold no partition data yet,
+  so a partition leader counts every replica that is an active broker as caught up: once
+  per heartbeat interval it asks (AlterPartition) to add such replicas back to its ISRs —
+  what a Kafka leader does once a returning follower has fetched up to the high watermark.
 
 Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
 (leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
@@ -48,6 +51,7 @@ SHUTDOWN_TIMEOUT_MS = 30_000
 RESIGN_GRACE_MS = 200
 # Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
 PLAINTEXT = 0
+METADATA_API = 3
 
 
 class ControllerRole:
@@ -123,6 +127,8 @@ class BrokerRole:
             request_timeout_ms=config.raft_config().request_timeout_ms)
         self._handle = None
         self._at = None
+        self._next_isr_check_ms = 0
+        self._isr_requests = 0  # AlterPartition requests in flight
         self.done = asyncio.get_running_loop().create_future()
 
     def start(self):
@@ -158,8 +164,13 @@ class BrokerRole:
             if not self.done.done():
                 self.done.set_result(lifecycle.error)
             return
-        if deadline is not None:
-            self.schedule(max(0, deadline - now))
+        interval = self.node.config.broker_heartbeat_interval_ms
+        if now >= self._next_isr_check_ms:
+            self._next_isr_check_ms = now + interval
+            self._maybe_expand_isrs()
+        deadline = self._next_isr_check_ms if deadline is None else min(
+            deadline, self._next_isr_check_ms)
+        self.schedule(max(0, deadline - now))
 
     def _send(self, request):
         from kraftcore.runtime import controller_api
@@ -192,9 +203,63 @@ class BrokerRole:
 
         node.pool.send_nowait(target, body, version, on_response)
 
+    def _maybe_expand_isrs(self):
+        """As partition leader, ask to re-admit replicas that are active brokers (see the
+        module docstring)."""
+        from kraftcore.protocol import messages as m
+
+        lifecycle = self.lifecycle
+        if not lifecycle.is_online or self._isr_requests:
+            return
+        image = self.metadata.image
+        broker_id = self.node.node_id
+        topics = []
+        for topic in image.topics.values():
+            partitions = []
+            for p in topic.partitions.values():
+                if p.leader != broker_id:
+                    continue
+                back = [r for r in p.replicas if r not in p.isr and image.broker_is_active(r)]
+                if back:
+                    isr = list(p.isr) + back
+                    partitions.append(m.AlterPartitionRequest.PartitionData(
+                        partition_index=p.partition_id, leader_epoch=p.leader_epoch,
+                        new_isr_with_epochs=[m.AlterPartitionRequest.BrokerState(
+                            broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
+                            for b in isr],
+                        partition_epoch=p.partition_epoch))
+            if partitions:
+                topics.append(m.AlterPartitionRequest.TopicData(topic_id=topic.topic_id,
+                                                                partitions=partitions))
+        target = self.node.driver.core.leader_id
+        if not topics or target is None or target not in self.node.voters:
+            return
+        body = m.AlterPartitionRequest(broker_id=broker_id,
+                                       broker_epoch=lifecycle.broker_epoch, topics=topics)
+
+        def on_response(response, error):
+            self._isr_requests -= 1  # the image shows the outcome; errors retry next time
+
+        self._isr_requests += 1
+        self.node.pool.send_nowait(target, body, 3, on_response)
+
     def begin_shutdown(self):
         self.lifecycle.begin_shutdown(self.node.driver.clock())
         self.schedule(0)
+
+
+class _BrokerView:
+    """What the broker's Metadata answers read: its own image (the controller API's
+    read-only part)."""
+
+    def __init__(self, node):
+        self.node_id = node.node_id
+        self.cluster_id = node.cluster_id
+        self.image = node.broker.metadata.image
+        self._core = node.driver.core
+
+    def controller_id(self):
+        return self._core.leader_id
 
 
 class Node:
@@ -257,9 +322,10 @@ class Node:
             self.controller = ControllerRole(self)
         if config.is_broker:
             host, port = config.broker_listener
-            # Brokers serve no data yet: the listener answers ApiVersions and is what the
-            # broker registers.
-            listener = await Listener.start(host, port, self._handle, api_keys=(),
+            # Brokers serve no partition data yet: the listener answers ApiVersions and
+            # Metadata from the broker's own image (what clients see of the cluster).
+            listener = await Listener.start(host, port, self._handle_broker,
+                                            api_keys=(METADATA_API,),
                                             name=f"broker-{self.node_id}")
             self.listeners.append(listener)
             # What the broker registers: its advertised endpoints, with the bound port when
@@ -291,6 +357,11 @@ class Node:
         from kraftcore.runtime import controller_api
 
         return await controller_api.handle_controller_request(self, request)
+
+    async def _handle_broker(self, request, peer):
+        from kraftcore.runtime import controller_api
+
+        return await controller_api.handle_controller_request(_BrokerView(self), request)
 
     def fail(self, exc):
         log.error("node %s stops: %s", self.node_id, exc)
