@@ -1,12 +1,11 @@
 """Fixtures of the verification tests: the cluster directories they check, and ONE Spark
 session for the whole run.
 
-`cluster` is parametrized by *source*. Today the one source is `local-quorum`: a real
-QuorumController (over `kraftcore.sim.local.LocalQuorum`) writes a metadata log that is
-copied to three nodes, and each node snapshots it at its own offsets
-(`kraftcore.spark.sample`). The simulator's multi-node workload and a real local cluster
-(the node runtime) plug in here when they exist: add a function `(directory) ->
-SampleCluster` to `SOURCES` and every test below runs on its directories too.
+`cluster` is parametrized by *source*: `local-quorum`, a real QuorumController (over
+`kraftcore.sim.local.LocalQuorum`) whose metadata log is copied to three nodes, each
+snapshotting it at its own offsets (`kraftcore.spark.sample`), which gives every damage of
+`tests/spark/util.damage_all` a place to go. The snapshots of a simulator run and of a real
+local cluster are checked in `test_sources.py`.
 """
 
 import pytest
@@ -20,8 +19,6 @@ def _local_quorum(directory):
 
 SOURCES = {
     "local-quorum": _local_quorum,
-    # "simulator": ...,      a multi-node simulator run that writes snapshot directories
-    # "local-cluster": ...,  `kraftcore` nodes started on 127.0.0.1 (the runtime issue)
 }
 
 
