@@ -54,7 +54,28 @@ PLAINTEXT = 0
 METADATA_API = 3
 
 
-class ControllerRole:
+class _Wakeup:
+    """One pending call of `self._wake()` on the event loop, at the earliest time asked."""
+
+    _handle = None
+    _at = None
+
+    def schedule(self, delay_ms):
+        loop = asyncio.get_running_loop()
+        at = loop.time() + delay_ms / 1000
+        if self._handle is not None:
+            if self._at <= at:
+                return
+            self._handle.cancel()
+        self._at = at
+        self._handle = loop.call_at(at, self._fire)
+
+    def _fire(self):
+        self._handle = None
+        self._wake()
+
+
+class ControllerRole(_Wakeup):
     def __init__(self, node):
         self.node = node
         config = node.config
@@ -65,8 +86,6 @@ class ControllerRole:
         self.controller = QuorumController(
             node.driver, config=config.controller_config(node.cluster_id),
             rng=random.Random(), loader=loader, now_ms=now)
-        self._handle = None
-        self._at = None
 
     def on_ready(self, ready):
         controller = self.controller
@@ -80,18 +99,7 @@ class ControllerRole:
             controller.on_leader_change()
         self.schedule(0)
 
-    def schedule(self, delay_ms):
-        loop = asyncio.get_running_loop()
-        at = loop.time() + delay_ms / 1000
-        if self._handle is not None:
-            if self._at <= at:
-                return
-            self._handle.cancel()
-        self._at = at
-        self._handle = loop.call_at(at, self._run)
-
-    def _run(self):
-        self._handle = None
+    def _wake(self):
         node = self.node
         if node.driver.failed is not None:
             return
@@ -111,7 +119,7 @@ class ControllerRole:
         return asyncio.wrap_future(future)
 
 
-class BrokerRole:
+class BrokerRole(_Wakeup):
     def __init__(self, node):
         self.node = node
         config = node.config
@@ -125,8 +133,6 @@ class BrokerRole:
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             session_timeout_ms=config.broker_session_timeout_ms,
             request_timeout_ms=config.raft_config().request_timeout_ms)
-        self._handle = None
-        self._at = None
         self._next_isr_check_ms = 0
         self._isr_requests = 0  # AlterPartition requests in flight
         self.done = asyncio.get_running_loop().create_future()
@@ -142,18 +148,7 @@ class BrokerRole:
         self.lifecycle.set_metadata_offset(self.metadata.metadata_offset)
         self.metadata.maybe_snapshot(now, node.driver)
 
-    def schedule(self, delay_ms):
-        loop = asyncio.get_running_loop()
-        at = loop.time() + delay_ms / 1000
-        if self._handle is not None:
-            if self._at <= at:
-                return
-            self._handle.cancel()
-        self._at = at
-        self._handle = loop.call_at(at, self._poll)
-
-    def _poll(self):
-        self._handle = None
+    def _wake(self):
         node = self.node
         now = node.driver.clock()
         lifecycle = self.lifecycle
