@@ -114,9 +114,24 @@ class ControllerRole(_Wakeup):
             self.schedule(max(0, deadline - now))
 
     def submit(self, method, *args, **kwargs):
+        """Queue a controller operation; an asyncio future of its result. The controller
+        completes its futures on this event loop's thread, so the result is handed over
+        directly (no thread-safe wake-up of the loop per operation)."""
         future = getattr(self.controller, method)(*args, **kwargs)
         self.schedule(0)
-        return asyncio.wrap_future(future)
+        result = asyncio.get_running_loop().create_future()
+
+        def hand_over(done):
+            if result.done():
+                return
+            error = done.exception()
+            if error is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(done.result())
+
+        future.add_done_callback(hand_over)
+        return result
 
 
 class BrokerRole(_Wakeup):
