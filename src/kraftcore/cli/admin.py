@@ -43,6 +43,7 @@ from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode, error_name
 from kraftcore.protocol.uuid import ZERO_UUID
+from kraftcore.raft import rpc
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
 
 __all__ = ["COMMANDS", "add_arguments", "run", "AdminError", "parse_address",
@@ -339,9 +340,7 @@ def _is_not_controller(code):
 # ------------------------------------------------------------------------------ quorum describe
 
 def _describe_quorum_request(version):
-    cls = m.DescribeQuorumRequest
-    return cls(topics=[cls.TopicData(topic_name=CLUSTER_METADATA_TOPIC, partitions=[
-        cls.PartitionData(partition_index=CLUSTER_METADATA_PARTITION)])])
+    return rpc.describe_quorum_request()
 
 
 def _quorum_partition(response):

@@ -25,9 +25,8 @@ import sys
 import time
 
 from kraftcore.errors import KraftcoreError
-from kraftcore.protocol import messages as m
 from kraftcore.protocol.uuid import Uuid
-from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
+from kraftcore.raft import rpc
 
 CLUSTER_FILE = "cluster.json"
 # How long `up` waits for the quorum's first leader, and a stopping node for its exit.
@@ -104,9 +103,7 @@ async def quorum_leader(address, timeout_s=2.0):
     """The leader id a controller at `address` reports through DescribeQuorum, or None."""
     from kraftcore.net import Connection
 
-    body = m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
-        topic_name=CLUSTER_METADATA_TOPIC, partitions=[
-            m.DescribeQuorumRequest.PartitionData(partition_index=CLUSTER_METADATA_PARTITION)])])
+    body = rpc.describe_quorum_request()
     try:
         connection = await Connection.open(*address, connect_timeout_ms=int(timeout_s * 1000),
                                            request_timeout_ms=int(timeout_s * 1000))

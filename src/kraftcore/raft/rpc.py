@@ -176,6 +176,13 @@ def fetch_snapshot_response(error, leader_id, epoch, snapshot_id=None, size=0, p
 
 # ------------------------------------------------------------------------------ DescribeQuorum
 
+def describe_quorum_request():
+    """DescribeQuorum for the metadata partition (what an admin client sends)."""
+    return m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name=TOPIC, partitions=[m.DescribeQuorumRequest.PartitionData(
+            partition_index=PARTITION)])])
+
+
 def describe_quorum_partition(body):
     return _partition(body.topics, lambda t: t.topic_name == TOPIC, lambda t: t.partitions,
                       lambda p: p.partition_index)
