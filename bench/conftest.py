@@ -382,8 +382,26 @@ def format_table(report):
     return out
 
 
+# The benchmark modules of the session that define `terminal_summary(terminalreporter)`:
+# their own lines (goals with absolute targets, peer ratios), printed after the table.
+_SUMMARY_MODULES = []
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = getattr(item, "module", None)
+        if hasattr(module, "terminal_summary") and module not in _SUMMARY_MODULES:
+            _SUMMARY_MODULES.append(module)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _write_suite_summary(terminalreporter, config)
+    for module in _SUMMARY_MODULES:
+        module.terminal_summary(terminalreporter)
+
+
+def _write_suite_summary(terminalreporter, config):
     if not _RESULTS:  # e.g. --benchmark-disable or --benchmark-skip: nothing was timed
         return
     report = build_report(config)

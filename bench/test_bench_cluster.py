@@ -863,69 +863,59 @@ def _status(ok):
     return "MET" if ok else "NOT MET"
 
 
-class _ClusterGoals:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        if not _STATE:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        rows = _STATE.get("throughput", {})
-        for peer, row in rows.items():
-            tr.write_line(f"cluster commit {peer}: {row['ops_per_s']:,.0f} committed ops/s, "
-                          f"{row['window']} in flight, latency p50 {row['p50_ms']:.1f} ms, "
-                          f"p99 {row['p99_ms']:.1f} ms")
-        ours = rows.get("kraftcore-3-controllers-fsync")
-        peers = {p: r for p, r in rows.items() if p.startswith("pysyncobj")}
-        if ours and peers:
-            best_name, best = max(peers.items(), key=lambda item: item[1]["ops_per_s"])
-            ratio = ours["ops_per_s"] / best["ops_per_s"]
-            tr.write_line(
-                f"cluster goal {_status(ratio >= THROUGHPUT_GOAL_RATIO)}: committed ops/s, "
-                f"kraftcore (fsync) >= {THROUGHPUT_GOAL_RATIO:g}x PySyncObj (no fsync) -- "
-                f"{ours['ops_per_s']:,.0f} vs {best['ops_per_s']:,.0f} ({best_name}): "
-                f"{ratio:.2f}x; vs each: " + ", ".join(
-                    f"{p} {ours['ops_per_s'] / r['ops_per_s']:.2f}x" for p, r in peers.items()))
-        for config, row in _STATE.get("failover", {}).items():
-            times = row["times_ms"]
-            if not times:
-                continue
-            p50 = percentile(times, 50)
-            tr.write_line(
-                f"cluster goal {_status(p50 <= row['goal_ms'])}: failover after SIGKILL of "
-                f"the leader ({config}, fetch timeout {row['fetch_timeout_ms']} ms), "
-                f"{len(times)} trials, p50 <= {row['goal_ms']} ms -- p50 {p50:.0f} ms, "
-                f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
-                f"max {max(times):.0f} ms")
-            ok = row["lost"] == 0 and row["hw_violations"] == 0
-            tr.write_line(
-                f"cluster goal {_status(ok)}: zero committed records lost ({config}) -- "
-                f"{row['acked']} acknowledged topics checked on {row['nodes']} nodes (live "
-                f"Metadata and metadata-shell on disk): {row['lost']} missing; high "
-                f"watermark went back {row['hw_violations']} times; {row['unknown']} "
-                f"CreateTopics in flight at a kill (outcome unknown, not checked; "
-                f"{row['unknown_present']} of them took effect)")
-        row = _STATE.get("propagation")
-        if row:
-            tr.write_line(
-                f"cluster goal {_status(row['p99_ms'] <= PROPAGATION_GOAL_MS)}: metadata "
-                f"propagation from commit on the leader to the broker's image, p99 <= "
-                f"{PROPAGATION_GOAL_MS:g} ms -- upper bound (CreateTopics sent -> topic in "
-                f"the broker's image): p50 {row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} "
-                f"ms, max {row['max_ms']:.2f} ms over {row['samples']} samples; from the "
-                f"CreateTopics response: p50 {row['from_response_p50_ms']:+.2f} ms, p99 "
-                f"{row['from_response_p99_ms']:+.2f} ms ({row['before_response']} in the "
-                f"image before the response arrived); CreateTopics itself p50 "
-                f"{row['create_p50_ms']:.2f} ms; resolution one Metadata round trip, p50 "
-                f"{row['resolution_ms']:.2f} ms")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_cluster_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-cluster-goals") is None:
-        manager.register(_ClusterGoals(), "kraftcore-cluster-goals")
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    if not _STATE:
+        return
+    tr.write_line("")
+    rows = _STATE.get("throughput", {})
+    for peer, row in rows.items():
+        tr.write_line(f"cluster commit {peer}: {row['ops_per_s']:,.0f} committed ops/s, "
+                      f"{row['window']} in flight, latency p50 {row['p50_ms']:.1f} ms, "
+                      f"p99 {row['p99_ms']:.1f} ms")
+    ours = rows.get("kraftcore-3-controllers-fsync")
+    peers = {p: r for p, r in rows.items() if p.startswith("pysyncobj")}
+    if ours and peers:
+        best_name, best = max(peers.items(), key=lambda item: item[1]["ops_per_s"])
+        ratio = ours["ops_per_s"] / best["ops_per_s"]
+        tr.write_line(
+            f"cluster goal {_status(ratio >= THROUGHPUT_GOAL_RATIO)}: committed ops/s, "
+            f"kraftcore (fsync) >= {THROUGHPUT_GOAL_RATIO:g}x PySyncObj (no fsync) -- "
+            f"{ours['ops_per_s']:,.0f} vs {best['ops_per_s']:,.0f} ({best_name}): "
+            f"{ratio:.2f}x; vs each: " + ", ".join(
+                f"{p} {ours['ops_per_s'] / r['ops_per_s']:.2f}x" for p, r in peers.items()))
+    for config, row in _STATE.get("failover", {}).items():
+        times = row["times_ms"]
+        if not times:
+            continue
+        p50 = percentile(times, 50)
+        tr.write_line(
+            f"cluster goal {_status(p50 <= row['goal_ms'])}: failover after SIGKILL of "
+            f"the leader ({config}, fetch timeout {row['fetch_timeout_ms']} ms), "
+            f"{len(times)} trials, p50 <= {row['goal_ms']} ms -- p50 {p50:.0f} ms, "
+            f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
+            f"max {max(times):.0f} ms")
+        ok = row["lost"] == 0 and row["hw_violations"] == 0
+        tr.write_line(
+            f"cluster goal {_status(ok)}: zero committed records lost ({config}) -- "
+            f"{row['acked']} acknowledged topics checked on {row['nodes']} nodes (live "
+            f"Metadata and metadata-shell on disk): {row['lost']} missing; high "
+            f"watermark went back {row['hw_violations']} times; {row['unknown']} "
+            f"CreateTopics in flight at a kill (outcome unknown, not checked; "
+            f"{row['unknown_present']} of them took effect)")
+    row = _STATE.get("propagation")
+    if row:
+        tr.write_line(
+            f"cluster goal {_status(row['p99_ms'] <= PROPAGATION_GOAL_MS)}: metadata "
+            f"propagation from commit on the leader to the broker's image, p99 <= "
+            f"{PROPAGATION_GOAL_MS:g} ms -- upper bound (CreateTopics sent -> topic in "
+            f"the broker's image): p50 {row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} "
+            f"ms, max {row['max_ms']:.2f} ms over {row['samples']} samples; from the "
+            f"CreateTopics response: p50 {row['from_response_p50_ms']:+.2f} ms, p99 "
+            f"{row['from_response_p99_ms']:+.2f} ms ({row['before_response']} in the "
+            f"image before the response arrived); CreateTopics itself p50 "
+            f"{row['create_p50_ms']:.2f} ms; resolution one Metadata round trip, p50 "
+            f"{row['resolution_ms']:.2f} ms")
 
 
 if __name__ == "__main__":

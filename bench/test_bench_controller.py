@@ -148,39 +148,29 @@ def test_controller_operations_simulated(benchmark):
     _STATE["sim"] = (benchmark.stats.stats.median, stats.operations, stats.simulated_ms)
 
 
-class _ControllerGoals:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        tr = terminalreporter
-        if "fence" in _STATE:
-            fence = _STATE["fence"]
-            status = "MET" if fence <= FENCE_GOAL_S else "NOT MET"
-            line = (f"controller goal {status}: fence a broker leading "
-                    f"{TOPICS * PARTITIONS_PER_TOPIC:,} partitions (generate, commit, "
-                    f"replay on the active and one standby) <= {FENCE_GOAL_S:g} s -- "
-                    f"{fence:.3f} s")
-            if "floor" in _STATE:
-                line += (f"; codec floor {_STATE['floor']:.3f} s, controller/floor "
-                         f"{fence / _STATE['floor']:.1f}x")
-            tr.write_line(line)
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    if "fence" in _STATE:
+        fence = _STATE["fence"]
+        status = "MET" if fence <= FENCE_GOAL_S else "NOT MET"
+        line = (f"controller goal {status}: fence a broker leading "
+                f"{TOPICS * PARTITIONS_PER_TOPIC:,} partitions (generate, commit, "
+                f"replay on the active and one standby) <= {FENCE_GOAL_S:g} s -- "
+                f"{fence:.3f} s")
+        if "floor" in _STATE:
+            line += (f"; codec floor {_STATE['floor']:.3f} s, controller/floor "
+                     f"{fence / _STATE['floor']:.1f}x")
+        tr.write_line(line)
+    if "ops" in _STATE:
+        rate = OPS * (1 + BROKERS) / _STATE["ops"]
+        tr.write_line(f"controller operations: {rate:,.0f} ops/s to commit, one at a "
+                      f"time ({OPS} create-topics + {OPS * BROKERS} heartbeats)")
+    if "sim" in _STATE:
+        seconds, operations, simulated_ms = _STATE["sim"]
+        line = (f"controller operations in the simulator (3 controllers, 3 brokers, all "
+                f"checks on): {operations / seconds:,.0f} answered ops/s of wall time, "
+                f"{operations / simulated_ms * 1000:,.0f} per simulated second")
         if "ops" in _STATE:
-            rate = OPS * (1 + BROKERS) / _STATE["ops"]
-            tr.write_line(f"controller operations: {rate:,.0f} ops/s to commit, one at a "
-                          f"time ({OPS} create-topics + {OPS * BROKERS} heartbeats)")
-        if "sim" in _STATE:
-            seconds, operations, simulated_ms = _STATE["sim"]
-            line = (f"controller operations in the simulator (3 controllers, 3 brokers, all "
-                    f"checks on): {operations / seconds:,.0f} answered ops/s of wall time, "
-                    f"{operations / simulated_ms * 1000:,.0f} per simulated second")
-            if "ops" in _STATE:
-                line += (f"; one-voter in-process / simulated "
-                         f"{OPS * (1 + BROKERS) / _STATE['ops'] / (operations / seconds):.1f}x")
-            tr.write_line(line)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_controller_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-controller-goals") is None:
-        manager.register(_ControllerGoals(), "kraftcore-controller-goals")
+            line += (f"; one-voter in-process / simulated "
+                     f"{OPS * (1 + BROKERS) / _STATE['ops'] / (operations / seconds):.1f}x")
+        tr.write_line(line)

@@ -631,45 +631,33 @@ def test_both_read_peers_read_every_byte(batches, written_log):
 # ------------------------------------------------------------------------------ goals
 
 
-class _LogGoals:
+def terminal_summary(tr):
     """Prints the log goals after the suite's summary table (conftest.py's GOALS hold
     speedup checks only; the durable-rate goal is an absolute number)."""
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        medians = _STATE.get("medians")
-        if not medians:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        for group, target, goal in RATIO_GOALS:
-            log, raw = medians.get((group, LOG_PEER)), medians.get((group, RAW_PEER))
-            if log is None or raw is None:
-                tr.write_line(f"log goal NOT MEASURED: {goal}")
-                continue
-            ratio = raw / log
-            status = "MET" if ratio >= target else "NOT MET"
-            tr.write_line(f"log goal {status}: {goal} -- {group} raw/log: {ratio:.3f}x "
-                          f"(target {target}x)")
-        log = medians.get((DURABLE_GROUP, LOG_PEER))
-        goal = (f"durable appends >= {DURABLE_RECORDS_PER_S / 1e6:g} M records/s "
-                f"(group commit, flush() every {GROUP} batches of {RECORDS_PER_BATCH})")
-        if log is None:
+    medians = _STATE.get("medians")
+    if not medians:
+        return
+    tr.write_line("")
+    for group, target, goal in RATIO_GOALS:
+        log, raw = medians.get((group, LOG_PEER)), medians.get((group, RAW_PEER))
+        if log is None or raw is None:
             tr.write_line(f"log goal NOT MEASURED: {goal}")
-        else:
-            rate = BATCHES * RECORDS_PER_BATCH / log
-            status = "MET" if rate >= DURABLE_RECORDS_PER_S else "NOT MET"
-            tr.write_line(f"log goal {status}: {goal} -- {rate / 1e6:.2f} M records/s")
-        for group in ("log-append-4-threads", "log-append-sync-each"):
-            log = medians.get((group, LOG_PEER))
-            if log is not None:
-                tr.write_line(f"log durable rate, {group}: "
-                              f"{BATCHES * RECORDS_PER_BATCH / log / 1e6:.2f} M records/s")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_log_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-log-goals") is None:
-        manager.register(_LogGoals(), "kraftcore-log-goals")
+            continue
+        ratio = raw / log
+        status = "MET" if ratio >= target else "NOT MET"
+        tr.write_line(f"log goal {status}: {goal} -- {group} raw/log: {ratio:.3f}x "
+                      f"(target {target}x)")
+    log = medians.get((DURABLE_GROUP, LOG_PEER))
+    goal = (f"durable appends >= {DURABLE_RECORDS_PER_S / 1e6:g} M records/s "
+            f"(group commit, flush() every {GROUP} batches of {RECORDS_PER_BATCH})")
+    if log is None:
+        tr.write_line(f"log goal NOT MEASURED: {goal}")
+    else:
+        rate = BATCHES * RECORDS_PER_BATCH / log
+        status = "MET" if rate >= DURABLE_RECORDS_PER_S else "NOT MET"
+        tr.write_line(f"log goal {status}: {goal} -- {rate / 1e6:.2f} M records/s")
+    for group in ("log-append-4-threads", "log-append-sync-each"):
+        log = medians.get((group, LOG_PEER))
+        if log is not None:
+            tr.write_line(f"log durable rate, {group}: "
+                          f"{BATCHES * RECORDS_PER_BATCH / log / 1e6:.2f} M records/s")

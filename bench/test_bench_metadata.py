@@ -163,47 +163,35 @@ def _rate(key):
     return None if found is None else found[1] / found[0]
 
 
-class _MetadataGoals:
+def terminal_summary(tr):
     """Prints records/s of both kernels, their per-record ratio, and the native goal, after
     the suite's summary table."""
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        if not _STATE:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        for label in VERSIONS:
-            for op in ("decode", "encode"):
-                native = _rate((f"metadata-{op}-1M-{label}", "kraftcore-c"))
-                small_c = _rate((f"metadata-{op}-20k-{label}", "kraftcore-c"))
-                pure = _rate((f"metadata-{op}-20k-{label}", "kraftcore-py"))
-                parts = []
-                if native is not None:
-                    parts.append(f"native {native / 1e6:.2f} M records/s (1M per call)")
-                if small_c is not None:
-                    parts.append(f"native {small_c / 1e6:.2f} M/s (20k per call)")
-                if pure is not None:
-                    parts.append(f"pure {pure / 1e3:.1f} k records/s (20k per call)")
-                if small_c is not None and pure is not None:
-                    parts.append(f"native/pure {small_c / pure:.1f}x per record")
-                tr.write_line(f"metadata {op} {label}: " + ", ".join(parts))
+    if not _STATE:
+        return
+    tr.write_line("")
+    for label in VERSIONS:
         for op in ("decode", "encode"):
-            goal = (f"native metadata {op} >= {GOAL_RECORDS_PER_S / 1e6:g} M records/s "
-                    f"(PartitionRecord / PartitionChangeRecord mix, 1M records per call)")
-            rates = {label: _rate((f"metadata-{op}-1M-{label}", "kraftcore-c"))
-                     for label in VERSIONS}
-            if any(r is None for r in rates.values()):
-                tr.write_line(f"metadata goal NOT MEASURED: {goal}")
-                continue
-            status = "MET" if min(rates.values()) >= GOAL_RECORDS_PER_S else "NOT MET"
-            detail = ", ".join(f"{label}: {r / 1e6:.2f} M/s" for label, r in rates.items())
-            tr.write_line(f"metadata goal {status}: {goal} -- {detail}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_metadata_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-metadata-goals") is None:
-        manager.register(_MetadataGoals(), "kraftcore-metadata-goals")
+            native = _rate((f"metadata-{op}-1M-{label}", "kraftcore-c"))
+            small_c = _rate((f"metadata-{op}-20k-{label}", "kraftcore-c"))
+            pure = _rate((f"metadata-{op}-20k-{label}", "kraftcore-py"))
+            parts = []
+            if native is not None:
+                parts.append(f"native {native / 1e6:.2f} M records/s (1M per call)")
+            if small_c is not None:
+                parts.append(f"native {small_c / 1e6:.2f} M/s (20k per call)")
+            if pure is not None:
+                parts.append(f"pure {pure / 1e3:.1f} k records/s (20k per call)")
+            if small_c is not None and pure is not None:
+                parts.append(f"native/pure {small_c / pure:.1f}x per record")
+            tr.write_line(f"metadata {op} {label}: " + ", ".join(parts))
+    for op in ("decode", "encode"):
+        goal = (f"native metadata {op} >= {GOAL_RECORDS_PER_S / 1e6:g} M records/s "
+                f"(PartitionRecord / PartitionChangeRecord mix, 1M records per call)")
+        rates = {label: _rate((f"metadata-{op}-1M-{label}", "kraftcore-c"))
+                 for label in VERSIONS}
+        if any(r is None for r in rates.values()):
+            tr.write_line(f"metadata goal NOT MEASURED: {goal}")
+            continue
+        status = "MET" if min(rates.values()) >= GOAL_RECORDS_PER_S else "NOT MET"
+        detail = ", ".join(f"{label}: {r / 1e6:.2f} M/s" for label, r in rates.items())
+        tr.write_line(f"metadata goal {status}: {goal} -- {detail}")

@@ -268,24 +268,14 @@ def test_round_trips(benchmark, loop, server_port, workload, mode, peer):
     _STATE[(benchmark.group, peer)] = REQUESTS / benchmark.stats.stats.median
 
 
-class _NetSummary:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        if not _STATE:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        for (group, peer), rate in _STATE.items():
-            tr.write_line(f"{group:34} {peer:26} {rate / 1e3:8.1f} k round trips/s "
-                          f"({1e6 / rate:7.1f} us each)")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_net_summary(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-net-summary") is None:
-        manager.register(_NetSummary(), "kraftcore-net-summary")
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    if not _STATE:
+        return
+    tr.write_line("")
+    for (group, peer), rate in _STATE.items():
+        tr.write_line(f"{group:34} {peer:26} {rate / 1e3:8.1f} k round trips/s "
+                      f"({1e6 / rate:7.1f} us each)")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["serve"]:

@@ -61,39 +61,29 @@ def test_codec_floor(benchmark):
     _STATE["floor"] = (benchmark.stats.stats.median, records)
 
 
-class _RaftGoals:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        if not _STATE:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        floor = _STATE.get("floor")
-        floor_rate = floor[1] / floor[0] if floor else None
-        for voters in (3, 5):
-            if voters not in _STATE:
-                continue
-            median, result = _STATE[voters]
-            rate = result.committed_records / median
-            line = (f"raft core, {voters} voters: {rate / 1e3:,.0f} k records/s committed, "
-                    f"{result.events / median / 1e3:,.1f} k simulated events/s "
-                    f"({result.events} events per {result.simulated_ms} simulated ms)")
-            if floor_rate:
-                line += f"; codec floor {floor_rate / 1e3:,.0f} k records/s, core/floor " \
-                        f"{rate / floor_rate:.2f}x"
-            tr.write_line(line)
-        if 3 in _STATE:
-            median, result = _STATE[3]
-            rate = result.committed_records / median
-            status = "MET" if rate >= GOAL_RECORDS_PER_S else "NOT MET"
-            tr.write_line(f"raft goal {status}: core commit throughput >= "
-                          f"{GOAL_RECORDS_PER_S / 1e3:g} k records/s (3 voters, proposals of "
-                          f"{VALUES_PER_PROPOSAL}) -- {rate / 1e3:,.0f} k/s")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_raft_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-raft-goals") is None:
-        manager.register(_RaftGoals(), "kraftcore-raft-goals")
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    if not _STATE:
+        return
+    tr.write_line("")
+    floor = _STATE.get("floor")
+    floor_rate = floor[1] / floor[0] if floor else None
+    for voters in (3, 5):
+        if voters not in _STATE:
+            continue
+        median, result = _STATE[voters]
+        rate = result.committed_records / median
+        line = (f"raft core, {voters} voters: {rate / 1e3:,.0f} k records/s committed, "
+                f"{result.events / median / 1e3:,.1f} k simulated events/s "
+                f"({result.events} events per {result.simulated_ms} simulated ms)")
+        if floor_rate:
+            line += f"; codec floor {floor_rate / 1e3:,.0f} k records/s, core/floor " \
+                    f"{rate / floor_rate:.2f}x"
+        tr.write_line(line)
+    if 3 in _STATE:
+        median, result = _STATE[3]
+        rate = result.committed_records / median
+        status = "MET" if rate >= GOAL_RECORDS_PER_S else "NOT MET"
+        tr.write_line(f"raft goal {status}: core commit throughput >= "
+                      f"{GOAL_RECORDS_PER_S / 1e3:g} k records/s (3 voters, proposals of "
+                      f"{VALUES_PER_PROPOSAL}) -- {rate / 1e3:,.0f} k/s")

@@ -178,42 +178,30 @@ def test_load(benchmark, snapshot):
 # ------------------------------------------------------------------------------ goals
 
 
-class _SnapshotGoals:
+def terminal_summary(tr):
     """Prints the measured seconds per size and the goals, after the suite's table."""
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        if not _STATE:
-            return
-        tr = terminalreporter
-        tr.write_line("")
-        for label in SIZES:
-            parts = []
-            for op, peer in (("write", PEER), ("write", PEER + "+fsync"), ("load", PEER)):
-                median = _STATE.get((f"snapshot-{op}-{label}", peer))
-                if median is not None:
-                    parts.append(f"{op} ({peer}) {median:.2f} s")
-            if parts:
-                tr.write_line(f"snapshot {label} partitions: " + ", ".join(parts))
-        for op, peers in (("write", (PEER + "+fsync", PEER)), ("load", (PEER,))):
-            goal = (f"snapshot {op} of {GOAL_SIZE} partitions <= {GOAL_S:g} s "
-                    f"(metadata.version {LEVEL}, median of {ROUNDS})")
-            measured = [(peer, _STATE.get((f"snapshot-{op}-{GOAL_SIZE}", peer)))
-                        for peer in peers]
-            measured = [(peer, s) for peer, s in measured if s is not None]
-            if not measured:
-                tr.write_line(f"snapshot goal NOT MEASURED: {goal}")
-                continue
-            # The first peer measured is the one the goal is read on (for the write: the
-            # whole freeze, fsync included, when it ran).
-            status = "MET" if measured[0][1] <= GOAL_S else "NOT MET"
-            detail = ", ".join(f"{peer}: {s:.2f} s" for peer, s in measured)
-            tr.write_line(f"snapshot goal {status}: {goal} -- {detail}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_snapshot_goals(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-snapshot-goals") is None:
-        manager.register(_SnapshotGoals(), "kraftcore-snapshot-goals")
+    if not _STATE:
+        return
+    tr.write_line("")
+    for label in SIZES:
+        parts = []
+        for op, peer in (("write", PEER), ("write", PEER + "+fsync"), ("load", PEER)):
+            median = _STATE.get((f"snapshot-{op}-{label}", peer))
+            if median is not None:
+                parts.append(f"{op} ({peer}) {median:.2f} s")
+        if parts:
+            tr.write_line(f"snapshot {label} partitions: " + ", ".join(parts))
+    for op, peers in (("write", (PEER + "+fsync", PEER)), ("load", (PEER,))):
+        goal = (f"snapshot {op} of {GOAL_SIZE} partitions <= {GOAL_S:g} s "
+                f"(metadata.version {LEVEL}, median of {ROUNDS})")
+        measured = [(peer, _STATE.get((f"snapshot-{op}-{GOAL_SIZE}", peer)))
+                    for peer in peers]
+        measured = [(peer, s) for peer, s in measured if s is not None]
+        if not measured:
+            tr.write_line(f"snapshot goal NOT MEASURED: {goal}")
+            continue
+        # The first peer measured is the one the goal is read on (for the write: the
+        # whole freeze, fsync included, when it ran).
+        status = "MET" if measured[0][1] <= GOAL_S else "NOT MET"
+        detail = ", ".join(f"{peer}: {s:.2f} s" for peer, s in measured)
+        tr.write_line(f"snapshot goal {status}: {goal} -- {detail}")

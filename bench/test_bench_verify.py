@@ -313,49 +313,39 @@ def _rate(records, seconds):
     return f"{records / seconds / 1e6:.2f} M records/s"
 
 
-class _VerifySummary:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_terminal_summary(self, terminalreporter):
-        yield
-        tr = terminalreporter
-        info = _STATE.get("dataset")
-        if not info:
-            return
-        n = info["records"]
-        tr.write_line(
-            f"verify data: {info['files']} files, {n:,} records, "
-            f"{info['bytes'] / 1e6:.1f} MB (files of {info['smallest_bytes']:,} to "
-            f"{info['largest_bytes']:,} bytes, median {info['median_bytes']:,})")
-        for key, label in (("read", "in process: read the files"),
-                           ("decode", "in process: read + decode"),
-                           ("analyze", "in process: read + decode + per-file checks + rows"),
-                           ("verify-in-process", "in process: all checks"),
-                           ("spark-read", f"spark {MASTER}: read (binaryFile -> Arrow -> "
-                                          "Python)"),
-                           ("spark-decode", f"spark {MASTER}: read + decode"),
-                           ("verify-spark", f"spark {MASTER}: all checks (warm session)"),
-                           ("verify-spark-cold", f"spark {MASTER}: start + all checks + "
-                                                 "stop")):
-            if key in _STATE:
-                seconds, extra = _STATE[key]
-                line = f"  {label}: {seconds:.2f} s, {_rate(n, seconds)}"
-                if extra.get("timings"):
-                    parts = ", ".join(f"{k} {v:.2f} s" for k, v in extra["timings"].items())
-                    line += f" [{parts}]"
-                if "start_s" in extra:
-                    line += f" [spark start {extra['start_s']:.2f} s]"
-                tr.write_line(line)
-        if "jvm" in _STATE and "session" in _STATE:
-            jvm, session = _STATE["jvm"][0], _STATE["session"][0]
-            imports = _STATE["imports"][0] if "imports" in _STATE else 0.0
-            tr.write_line(f"  spark start: JVM alone {jvm:.2f} s; a process starting the "
-                          f"quiet Spark session {session:.2f} s, of which Python imports "
-                          f"{imports:.2f} s: Spark adds {session - imports - jvm:.2f} s to "
-                          "the JVM's own start")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _print_verify_summary(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("kraftcore-verify-summary") is None:
-        manager.register(_VerifySummary(), "kraftcore-verify-summary")
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    info = _STATE.get("dataset")
+    if not info:
+        return
+    n = info["records"]
+    tr.write_line(
+        f"verify data: {info['files']} files, {n:,} records, "
+        f"{info['bytes'] / 1e6:.1f} MB (files of {info['smallest_bytes']:,} to "
+        f"{info['largest_bytes']:,} bytes, median {info['median_bytes']:,})")
+    for key, label in (("read", "in process: read the files"),
+                       ("decode", "in process: read + decode"),
+                       ("analyze", "in process: read + decode + per-file checks + rows"),
+                       ("verify-in-process", "in process: all checks"),
+                       ("spark-read", f"spark {MASTER}: read (binaryFile -> Arrow -> "
+                                      "Python)"),
+                       ("spark-decode", f"spark {MASTER}: read + decode"),
+                       ("verify-spark", f"spark {MASTER}: all checks (warm session)"),
+                       ("verify-spark-cold", f"spark {MASTER}: start + all checks + "
+                                             "stop")):
+        if key in _STATE:
+            seconds, extra = _STATE[key]
+            line = f"  {label}: {seconds:.2f} s, {_rate(n, seconds)}"
+            if extra.get("timings"):
+                parts = ", ".join(f"{k} {v:.2f} s" for k, v in extra["timings"].items())
+                line += f" [{parts}]"
+            if "start_s" in extra:
+                line += f" [spark start {extra['start_s']:.2f} s]"
+            tr.write_line(line)
+    if "jvm" in _STATE and "session" in _STATE:
+        jvm, session = _STATE["jvm"][0], _STATE["session"][0]
+        imports = _STATE["imports"][0] if "imports" in _STATE else 0.0
+        tr.write_line(f"  spark start: JVM alone {jvm:.2f} s; a process starting the "
+                      f"quiet Spark session {session:.2f} s, of which Python imports "
+                      f"{imports:.2f} s: Spark adds {session - imports - jvm:.2f} s to "
+                      "the JVM's own start")
