@@ -11,6 +11,7 @@ asserts on a duration; the thread joins and futures have hang guards only.
 import asyncio
 import json
 import socket
+import sys
 import threading
 
 import pytest
@@ -391,7 +392,7 @@ def test_no_active_controller_is_one_clear_line(capsys):
 
 def test_brokers_list_states(brokers, capsys):
     cluster, epochs = brokers
-    cluster.add_broker(4, unfence=False)
+    epochs[4] = cluster.add_broker(4, unfence=False)
     cluster.on_loop(cluster.active.quorum.call, "create_topics",
                     [NewTopic("t", assignments={0: [3, 1]})])
     # Broker 3 leads t-0 and asks for a controlled shutdown: its leadership moves, and it
@@ -400,14 +401,40 @@ def test_brokers_list_states(brokers, capsys):
     assert cluster.image.brokers[3].in_controlled_shutdown
     doc = json.loads(ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.address,
                         "--json"))
-    assert [(b["id"], b["state"], b["endpoints"]) for b in doc["brokers"]] == [
-        (1, "unfenced", ["127.0.0.1:9091"]), (2, "unfenced", ["127.0.0.1:9092"]),
-        (3, "shutting down", ["127.0.0.1:9093"]), (4, "fenced", ["127.0.0.1:9094"])]
+    assert [(b["id"], b["state"], b["epoch"], b["endpoints"]) for b in doc["brokers"]] == [
+        (1, "unfenced", epochs[1], ["127.0.0.1:9091"]),
+        (2, "unfenced", epochs[2], ["127.0.0.1:9092"]),
+        (3, "shutting down", epochs[3], ["127.0.0.1:9093"]),
+        (4, "fenced", epochs[4], ["127.0.0.1:9094"])]
+    assert set(doc["brokers"][0]) == {"id", "state", "epoch", "endpoints", "rack"}
     table = ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.standby_address)
     rows = [line.split() for line in table.splitlines()]
-    assert rows[0] == ["ID", "STATE", "ENDPOINTS", "RACK"]
-    assert rows[3] == ["3", "shutting", "down", "127.0.0.1:9093", "-"]
-    assert rows[4] == ["4", "fenced", "127.0.0.1:9094", "-"]
+    assert rows[0] == ["ID", "STATE", "EPOCH", "ENDPOINTS", "RACK"]
+    assert rows[1] == ["1", "unfenced", str(epochs[1]), "127.0.0.1:9091", "-"]
+    assert rows[3] == ["3", "shutting", "down", str(epochs[3]), "127.0.0.1:9093", "-"]
+    assert rows[4] == ["4", "fenced", str(epochs[4]), "127.0.0.1:9094", "-"]
+
+
+def test_brokers_list_from_a_server_without_epochs(brokers, capsys, monkeypatch):
+    """A server that does not send kraftcore's BrokerEpoch tag (a Kafka controller): the
+    epoch shows as '-' and null."""
+    cluster, _ = brokers
+    original = handle_controller_request
+
+    async def without_epochs(facade, request):
+        response = await original(facade, request)
+        if request.api_key == 60:
+            for b in response.brokers:
+                b.broker_epoch = -1
+        return response
+
+    monkeypatch.setattr(sys.modules[__name__], "handle_controller_request", without_epochs)
+    doc = json.loads(ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.address,
+                        "--json"))
+    assert [b["epoch"] for b in doc["brokers"]] == [None, None, None]
+    rows = [line.split() for line in ok(capsys, "brokers", "list", "--bootstrap-controller",
+                                        cluster.address).splitlines()]
+    assert rows[1] == ["1", "unfenced", "-", "127.0.0.1:9091", "-"]
 
 
 # ------------------------------------------------------------------------------ configs
@@ -432,7 +459,76 @@ def test_configs_set_topic_and_cluster(brokers, capsys):
                                       "min.insync.replicas=zero")
     assert "nothing to change" in failed(capsys, "configs", "set", *where, "--topic", "t",
                                          status=2)
-    assert "DescribeConfigs" in failed(capsys, "configs", "get", *where, "--topic", "t")
+
+
+MIN_ISR, UNCLEAN = "min.insync.replicas", "unclean.leader.election.enable"
+
+
+def test_configs_get_topic_and_cluster(brokers, capsys):
+    cluster, _ = brokers
+    where = ("--bootstrap-controller", cluster.address)
+    ok(capsys, "topics", "create", *where, "--topic", "t", "--config", f"{MIN_ISR}=2")
+    ok(capsys, "topics", "create", *where, "--topic", "plain")
+    ok(capsys, "configs", "set", *where, "--cluster", f"{UNCLEAN}=true")
+
+    assert ok(capsys, "configs", "get", *where, "--topic", "t").splitlines() == [
+        "Dynamic configs for topic t are:",
+        f"  {MIN_ISR}=2 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{MIN_ISR}=2, "
+        f"DEFAULT_CONFIG:{MIN_ISR}=1}}"]
+    assert ok(capsys, "configs", "get", *where, "--topic", "t", "--all").splitlines() == [
+        "All configs for topic t are:",
+        f"  {MIN_ISR}=2 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{MIN_ISR}=2, "
+        f"DEFAULT_CONFIG:{MIN_ISR}=1}}",
+        f"  {UNCLEAN}=true sensitive=false synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:"
+        f"{UNCLEAN}=true, DEFAULT_CONFIG:{UNCLEAN}=false}}"]
+    # Nothing set on the topic itself: the header alone.
+    assert ok(capsys, "configs", "get", *where, "--topic", "plain") == \
+        "Dynamic configs for topic plain are:\n"
+    assert ok(capsys, "configs", "get", *where, "--cluster").splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        f"  {UNCLEAN}=true sensitive=false synonyms={{DYNAMIC_DEFAULT_BROKER_CONFIG:"
+        f"{UNCLEAN}=true, DEFAULT_CONFIG:{UNCLEAN}=false}}"]
+    everything = ok(capsys, "configs", "get", *where, "--cluster", "--all").splitlines()
+    assert everything[0] == "All default configs for brokers in the cluster are:"
+    assert everything[1] == (f"  {MIN_ISR}=1 sensitive=false synonyms={{DEFAULT_CONFIG:"
+                             f"{MIN_ISR}=1}}")
+
+
+def test_configs_get_json_and_errors(brokers, capsys):
+    cluster, _ = brokers
+    where = ("--bootstrap-controller", cluster.standby_address)  # reads find the active one
+    ok(capsys, "topics", "create", *where, "--topic", "t", "--config", f"{MIN_ISR}=2")
+    doc = json.loads(ok(capsys, "configs", "get", *where, "--topic", "t", "--all", "--json"))
+    assert doc == {"resource": {"type": "topic", "name": "t"}, "configs": [
+        {"name": MIN_ISR, "value": "2", "source": "DYNAMIC_TOPIC_CONFIG", "sensitive": False,
+         "read_only": False, "synonyms": [
+             {"name": MIN_ISR, "value": "2", "source": "DYNAMIC_TOPIC_CONFIG"},
+             {"name": MIN_ISR, "value": "1", "source": "DEFAULT_CONFIG"}]},
+        {"name": UNCLEAN, "value": "false", "source": "DEFAULT_CONFIG", "sensitive": False,
+         "read_only": False, "synonyms": [
+             {"name": UNCLEAN, "value": "false", "source": "DEFAULT_CONFIG"}]}]}
+    cluster_doc = json.loads(ok(capsys, "configs", "get", *where, "--cluster", "--json"))
+    assert cluster_doc == {"resource": {"type": "broker", "name": ""}, "configs": []}
+    assert failed(capsys, "configs", "get", *where, "--topic", "nope") == \
+        "kraftcore configs get: error: topic 'nope' does not exist"
+    assert "one of the arguments --topic --cluster is required" in \
+        kraftcore(capsys, "configs", "get", *where)[2]
+
+
+def test_config_lines_from_a_v0_answer():
+    """DescribeConfigs v0 has IsDefault instead of a source, and no synonyms."""
+    cls = m.DescribeConfigsResponse
+    set_here = cls.DescribeConfigsResourceResult(name=MIN_ISR, value="2", is_default=False)
+    default = cls.DescribeConfigsResourceResult(name=UNCLEAN, value="false", is_default=True)
+    secret = cls.DescribeConfigsResourceResult(name="x.password", value=None,
+                                               is_default=False, is_sensitive=True)
+    docs = [admin._config_doc(c, 0, admin.SOURCE_TOPIC) for c in (set_here, default, secret)]
+    assert [(d["source"], d["synonyms"]) for d in docs] == [
+        ("DYNAMIC_TOPIC_CONFIG", []), ("DEFAULT_CONFIG", []), ("DYNAMIC_TOPIC_CONFIG", [])]
+    assert [admin.format_config(d) for d in docs] == [
+        f"  {MIN_ISR}=2 sensitive=false synonyms={{}}",
+        f"  {UNCLEAN}=false sensitive=false synonyms={{}}",
+        "  x.password=null sensitive=true synonyms={}"]
 
 
 # ------------------------------------------------------------------------------ reaching nobody
@@ -445,7 +541,8 @@ def _free_port():
 
 @pytest.mark.parametrize("argv", [
     ["quorum", "describe", "--status"], ["topics", "list"], ["brokers", "list"],
-    ["topics", "create", "--topic", "x"], ["configs", "set", "--cluster", "a=b"]])
+    ["topics", "create", "--topic", "x"], ["configs", "set", "--cluster", "a=b"],
+    ["configs", "get", "--cluster"]])
 def test_nothing_listening(capsys, argv):
     line = failed(capsys, *argv, "--bootstrap-controller", f"127.0.0.1:{_free_port()}")
     assert "could not connect" in line

@@ -238,6 +238,12 @@ def _samples():
         leader_id=1, current_voters=[dq.ReplicaState(replica_id=1, replica_directory_id=U)],
         observers=[dq.ReplicaState(replica_id=4)])])],
         nodes=[dq.Node(node_id=1, listeners=[dq.Listener(name="C", host="h", port=1)])])
+    dc = M.DescribeConfigsResponse
+    yield dc, 4, dc(results=[dc.DescribeConfigsResult(resource_type=2, resource_name="t",
+                                                      configs=[dc.DescribeConfigsResourceResult(
+        name="min.insync.replicas", value="2", config_source=1, config_type=3,
+        synonyms=[dc.DescribeConfigsSynonym(name="min.insync.replicas", value=None,
+                                            source=5)])])])
     mr = M.MetadataResponse
     yield mr, 8, mr(brokers=[mr.MetadataResponseBroker(node_id=1, host="h", port=9092)],
                     cluster_id="c", topics=[mr.MetadataResponseTopic(name="t", partitions=[
@@ -376,7 +382,8 @@ EXPECTED = {
     1: ("Fetch", (0, 17), 12), 3: ("Metadata", (0, 13), 9), 18: ("ApiVersions", (0, 4), 3),
     19: ("CreateTopics", (0, 7), 5), 20: ("DeleteTopics", (0, 6), 4),
     37: ("CreatePartitions", (0, 3), 2), 43: ("ElectLeaders", (0, 2), 2),
-    44: ("IncrementalAlterConfigs", (0, 1), 1), 52: ("Vote", (0, 2), 0),
+    32: ("DescribeConfigs", (0, 4), 4), 44: ("IncrementalAlterConfigs", (0, 1), 1),
+    52: ("Vote", (0, 2), 0),
     53: ("BeginQuorumEpoch", (0, 1), 1), 54: ("EndQuorumEpoch", (0, 1), 1),
     55: ("DescribeQuorum", (0, 2), 0), 56: ("AlterPartition", (0, 3), 0),
     59: ("FetchSnapshot", (0, 1), 0), 60: ("DescribeCluster", (0, 2), 0),

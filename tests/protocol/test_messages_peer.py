@@ -30,7 +30,8 @@ from kafka.protocol.admin.cluster import (  # noqa: E402
     DescribeQuorumResponse,
 )
 from kafka.protocol.admin.configs import (  # noqa: E402
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.admin.topics import (  # noqa: E402
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
@@ -55,6 +56,8 @@ PEERS = {
     M.CreatePartitionsResponse: CreatePartitionsResponse,
     M.IncrementalAlterConfigsRequest: IncrementalAlterConfigsRequest,
     M.IncrementalAlterConfigsResponse: IncrementalAlterConfigsResponse,
+    M.DescribeConfigsRequest: DescribeConfigsRequest,
+    M.DescribeConfigsResponse: DescribeConfigsResponse,
     M.ElectLeadersRequest: ElectLeadersRequest, M.ElectLeadersResponse: ElectLeadersResponse,
     M.DescribeClusterRequest: DescribeClusterRequest,
     M.DescribeClusterResponse: DescribeClusterResponse,
@@ -78,6 +81,10 @@ def _case_id(case):
 
 
 # ------------------------------------------------------------------------------ conversion
+
+# kraftcore's own fields, which Kafka's schemas (and so kafka-python) do not have: the peer
+# never sees them and skips them on the wire as unknown tags.
+EXTENSIONS = {(M.DescribeClusterResponse.DescribeClusterBroker, "broker_epoch")}
 
 # kafka-python renames the int32 authorized-operations fields of MetadataResponse and
 # DescribeClusterResponse to `authorized_operations` and holds them as a set of bit numbers
@@ -132,6 +139,8 @@ def to_peer(obj, peer_cls, version):
     fields = peer_cls._struct.fields
     kwargs = {}
     for f in _fields_at(obj, version):
+        if (type(obj), f.attr) in EXTENSIONS:
+            continue
         value = getattr(obj, f.attr)
         if f.tag is not None and in_range(version, f.tagged) and value == f.default_value():
             continue
@@ -166,7 +175,7 @@ def from_peer(peer_obj, cls, version):
     values = {}
     peer_fields = peer_obj._struct.fields
     for f in cls._fields:
-        if not in_range(version, f.versions):
+        if not in_range(version, f.versions) or (cls, f.attr) in EXTENSIONS:
             continue
         name = _peer_name(f, peer_fields)
         if name != f.attr:
@@ -185,6 +194,20 @@ def strip_unknown_tags(obj):
     elif isinstance(obj, list):
         for item in obj:
             strip_unknown_tags(item)
+    return obj
+
+
+def strip_extensions(obj):
+    """Put kraftcore's own fields back to their defaults (the peer cannot carry them)."""
+    if isinstance(obj, Struct):
+        for f in obj._fields:
+            if (type(obj), f.attr) in EXTENSIONS:
+                setattr(obj, f.attr, f.default_value())
+            else:
+                strip_extensions(getattr(obj, f.attr))
+    elif isinstance(obj, list):
+        for item in obj:
+            strip_extensions(item)
     return obj
 
 
@@ -229,8 +252,25 @@ def test_overlap_covers_every_shared_version():
 @given(data=st.data())
 def test_peer_generated(case, data):
     cls, version = case
-    obj = strip_unknown_tags(data.draw(message_at(cls, version)))
+    obj = strip_extensions(strip_unknown_tags(data.draw(message_at(cls, version))))
     check_both_ways(cls, version, obj)
+
+
+@pytest.mark.parametrize("version", range(3))
+def test_peer_skips_the_broker_epoch_extension(version):
+    """kafka-python, like any client built from Kafka's schemas, reads a DescribeCluster
+    answer carrying kraftcore's BrokerEpoch and keeps the epoch as an unknown tag."""
+    cls = M.DescribeClusterResponse
+    obj = cls(cluster_id="c", controller_id=1, brokers=[
+        cls.DescribeClusterBroker(broker_id=b, host="h", port=9092, broker_epoch=40 + b)
+        for b in (1, 2)])
+    data = obj.encode(version)
+    peer = _peer_decode(DescribeClusterResponse, data, version)
+    assert [(b.broker_id, b.host, b.port) for b in peer.brokers] == [(1, "h", 9092),
+                                                                    (2, "h", 9092)]
+    assert [b.unknown_tags for b in peer.brokers] == [
+        {f"_{M.BROKER_EPOCH_TAG}": (40 + b).to_bytes(8, "big")} for b in (1, 2)]
+    assert from_peer(peer, cls, version) == strip_extensions(cls.decode(data, version))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -310,6 +350,29 @@ def _hand_built():
                 current_voters=[state(1), state(2), state(3)], observers=[state(4)])])],
             nodes=[dq.Node(node_id=1, listeners=[dq.Listener(
                 name="CONTROLLER", host="h1", port=9093)])] if v >= 2 else [])
+
+    cq = M.DescribeConfigsRequest
+    for v in _overlap(cq):
+        yield cq, v, cq(resources=[
+            cq.DescribeConfigsResource(resource_type=2, resource_name="orders",
+                                       configuration_keys=None),
+            cq.DescribeConfigsResource(resource_type=4, resource_name="",
+                                       configuration_keys=["min.insync.replicas"])],
+            include_synonyms=v >= 1, include_documentation=v >= 3)
+    cr = M.DescribeConfigsResponse
+    for v in _overlap(cr):
+        synonyms = [cr.DescribeConfigsSynonym(name="min.insync.replicas", value=x, source=s)
+                    for x, s in (("2", 1), ("1", 5))] if v >= 1 else []
+        yield cr, v, cr(throttle_time_ms=0, results=[
+            cr.DescribeConfigsResult(
+                error_code=0, error_message=None, resource_type=2, resource_name="orders",
+                configs=[cr.DescribeConfigsResourceResult(
+                    name="min.insync.replicas", value="2", read_only=False,
+                    is_default=False, config_source=1 if v >= 1 else -1, is_sensitive=False,
+                    synonyms=synonyms, config_type=3 if v >= 3 else 0,
+                    documentation=None)]),
+            cr.DescribeConfigsResult(error_code=3, error_message="topic 'x' does not exist",
+                                     resource_type=2, resource_name="x")])
 
 
 HAND_BUILT = list(_hand_built())

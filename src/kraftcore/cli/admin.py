@@ -11,7 +11,8 @@
     kraftcore brokers list    --bootstrap-controller HOST:PORT [--json]
     kraftcore configs set     --bootstrap-controller HOST:PORT (--topic NAME | --cluster)
                               [K=V ...] [--delete K ...]
-    kraftcore configs get     (not available: the protocol layer has no DescribeConfigs)
+    kraftcore configs get     --bootstrap-controller HOST:PORT (--topic NAME | --cluster)
+                              [--all] [--json]
 
 Every command takes `--timeout-ms` (default 30 000): the bound of the whole command,
 connecting included.
@@ -22,9 +23,9 @@ Where requests go:
   controller; a NOT_CONTROLLER answer makes the client ask that node where the active
   controller is (DescribeCluster, endpoint type controller, as Kafka 3.7+ admin clients do
   with `--bootstrap-controller`) and send the request there, up to `REDIRECTS_MAX` times;
-* reads (Metadata, DescribeCluster) go to the active controller, found the same way, so a
-  read sees every write acknowledged before it; if the active controller cannot be reached
-  they fall back to the bootstrap controller's own (possibly older) image;
+* reads (Metadata, DescribeCluster, DescribeConfigs) go to the active controller, found
+  the same way, so a read sees every write acknowledged before it; if the active controller
+  cannot be reached they fall back to the bootstrap controller's own (possibly older) image;
 * DescribeQuorum is answered only by the quorum leader; another node answers
   NOT_LEADER_OR_FOLLOWER with the leader's id, whose address DescribeCluster gives.
 
@@ -47,7 +48,8 @@ from kraftcore.raft import rpc
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
 
 __all__ = ["COMMANDS", "add_arguments", "run", "AdminError", "parse_address",
-           "quorum_summary", "format_status", "format_replication"]
+           "quorum_summary", "format_status", "format_replication", "format_config",
+           "CONFIG_SOURCE_NAMES"]
 
 COMMANDS = ("quorum", "topics", "brokers", "configs")
 TIMEOUT_MS = 30_000
@@ -60,6 +62,11 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 ENDPOINT_TYPE_BROKER = 1
 ENDPOINT_TYPE_CONTROLLER = 2
 OP_SET, OP_DELETE = 0, 1
+# DescribeConfigs ConfigSource ids, named as Kafka's admin client names them.
+SOURCE_TOPIC, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_DEFAULT = 1, 3, 5
+CONFIG_SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                       3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                       5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 _LABEL_WIDTH = 24  # kafka-metadata-quorum pads its labels to this column
 
 
@@ -122,12 +129,13 @@ def add_arguments(sub):
     brokers = sub.add_parser("brokers", help="list the registered brokers")
     brokers_sub = brokers.add_subparsers(dest="action", metavar="ACTION", required=True)
     blist = brokers_sub.add_parser(
-        "list", parents=[common], help="id, state and endpoint of every registered broker",
+        "list", parents=[common],
+        help="id, state, epoch and endpoint of every registered broker",
         description="Every registered broker with its state (fenced, unfenced, shutting "
-        "down), endpoint and rack.")
+        "down), broker epoch, endpoint and rack.")
     blist.add_argument("--json", action="store_true", help="one JSON object")
 
-    configs = sub.add_parser("configs", help="change topic and cluster configs")
+    configs = sub.add_parser("configs", help="read and change topic and cluster configs")
     configs_sub = configs.add_subparsers(dest="action", metavar="ACTION", required=True)
     cset = configs_sub.add_parser(
         "set", parents=[common], help="set or delete configs of a topic or the cluster",
@@ -141,12 +149,18 @@ def add_arguments(sub):
     cset.add_argument("--delete", action="append", default=[], metavar="K",
                       help="remove a config (back to its default); repeatable")
     cget = configs_sub.add_parser(
-        "get", parents=[common], help="not available (no DescribeConfigs in the protocol)",
-        description="Not available: reading configs needs DescribeConfigs (API 32), which "
-        "kraftcore's protocol layer does not define yet.")
+        "get", parents=[common], help="show the configs of a topic or the cluster",
+        description="DescribeConfigs: the configs set on a topic (--topic) or on the "
+        "cluster-wide broker default (--cluster), each with its synonyms in precedence "
+        "order, like kafka-configs --describe. --all adds the configs that take their value "
+        "from a lower level (cluster default, Kafka's default).")
     target = cget.add_mutually_exclusive_group(required=True)
     target.add_argument("--topic", metavar="NAME")
-    target.add_argument("--cluster", action="store_true")
+    target.add_argument("--cluster", action="store_true",
+                        help="the cluster-wide default (broker resource '')")
+    cget.add_argument("--all", action="store_true",
+                      help="every config, not only those set at this level")
+    cget.add_argument("--json", action="store_true", help="one JSON object")
     return sub
 
 
@@ -627,13 +641,16 @@ async def _brokers_list(admin, args):
             state = "unfenced"
         else:  # registered and unfenced, yet not offered to clients
             state = "shutting down"
-        brokers.append({"id": b.broker_id, "state": state,
+        # The epoch is kraftcore's tagged extension of DescribeCluster: -1 when the server
+        # does not send it (a Kafka controller, or an older kraftcore).
+        epoch = b.broker_epoch if b.broker_epoch >= 0 else None
+        brokers.append({"id": b.broker_id, "state": state, "epoch": epoch,
                         "endpoints": [_where((b.host, b.port))], "rack": b.rack})
     if args.json:
         return [json.dumps({"brokers": brokers})]
-    return _table(["ID", "STATE", "ENDPOINTS", "RACK"],
-                  [[b["id"], b["state"], ",".join(b["endpoints"]), b["rack"] or "-"]
-                   for b in brokers])
+    return _table(["ID", "STATE", "EPOCH", "ENDPOINTS", "RACK"],
+                  [[b["id"], b["state"], "-" if b["epoch"] is None else b["epoch"],
+                    ",".join(b["endpoints"]), b["rack"] or "-"] for b in brokers])
 
 
 # ------------------------------------------------------------------------------ configs
@@ -668,9 +685,69 @@ async def _configs_set(admin, args):
     return [done]
 
 
+def _config_doc(config, version, own_source):
+    """One DescribeConfigs entry as a dict; a v0 answer has IsDefault instead of a source."""
+    if version == 0:
+        source = SOURCE_DEFAULT if config.is_default else own_source
+    else:
+        source = config.config_source
+    return {"name": config.name, "value": config.value,
+            "source": CONFIG_SOURCE_NAMES.get(source, "UNKNOWN"),
+            "sensitive": bool(config.is_sensitive), "read_only": bool(config.read_only),
+            "synonyms": [{"name": s.name, "value": s.value,
+                          "source": CONFIG_SOURCE_NAMES.get(s.source, "UNKNOWN")}
+                         for s in (config.synonyms if version >= 1 else ())]}
+
+
+def format_config(doc):
+    """One config line as kafka-configs --describe prints it."""
+    def shown(value):
+        return "null" if value is None else value
+
+    synonyms = ", ".join(f"{s['source']}:{s['name']}={shown(s['value'])}"
+                         for s in doc["synonyms"])
+    sensitive = "true" if doc["sensitive"] else "false"
+    return f"  {doc['name']}={shown(doc['value'])} sensitive={sensitive} synonyms={{{synonyms}}}"
+
+
 async def _configs_get(admin, args):
-    raise AdminError("configs get is not available: reading configs needs DescribeConfigs "
-                     "(API 32), which kraftcore's protocol layer does not define yet")
+    cls = m.DescribeConfigsRequest
+    if args.cluster:
+        resource, what = (CONFIG_BROKER, ""), "the cluster default"
+        own_source = SOURCE_DYNAMIC_DEFAULT_BROKER
+        head = ("All default configs for brokers in the cluster are:" if args.all
+                else "Default configs for brokers in the cluster are:")
+    else:
+        resource, what = (CONFIG_TOPIC, args.topic), f"topic {args.topic!r}"
+        own_source = SOURCE_TOPIC
+        head = f"{'All' if args.all else 'Dynamic'} configs for topic {args.topic} are:"
+
+    def build(version):
+        body = cls(resources=[cls.DescribeConfigsResource(
+            resource_type=resource[0], resource_name=resource[1], configuration_keys=None)])
+        if version >= 1:
+            body.include_synonyms = True
+        return body
+
+    response = await admin.read(cls, build)
+    result = next((r for r in response.results
+                   if (r.resource_type, r.resource_name) == resource), None)
+    if result is None:
+        raise AdminError(f"the controller's answer does not mention {what}")
+    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise AdminError(f"topic {args.topic!r} does not exist")
+    if result.error_code:
+        raise AdminError(f"cannot describe the configs of {what}: "
+                         f"{_error(result.error_code, result.error_message)}")
+    version = response.decoded_version or 0
+    docs = [_config_doc(c, version, own_source) for c in result.configs]
+    if not args.all:
+        docs = [d for d in docs if d["source"] == CONFIG_SOURCE_NAMES[own_source]]
+    if args.json:
+        kind = "broker" if args.cluster else "topic"
+        return [json.dumps({"resource": {"type": kind, "name": resource[1]},
+                            "configs": docs})]
+    return [head] + [format_config(d) for d in docs]
 
 
 _COMMANDS = {

@@ -5,6 +5,8 @@ This module owns the *bodies* of these requests and responses: one `<Name>Reques
 `<Name>Response` class per API, written with `kraftcore.protocol.schema.message` in Kafka's
 terms (field names, types, version ranges, tags, defaults and `ignorable` as in Kafka's
 `clients/src/main/resources/common/message/*.json`). Headers and framing are not here.
+One field is kraftcore's own: the tagged `BrokerEpoch` of DescribeClusterResponse's brokers
+(tag `BROKER_EPOCH_TAG`), which Kafka clients skip as an unknown tag (docs/protocol.md).
 
 Nested struct types are named as in Kafka's schemas and hang off their message class
 (`FetchRequest.FetchTopic`, `VoteRequest.PartitionData`, ...). A struct used twice in one
@@ -666,6 +668,47 @@ IncrementalAlterConfigsResponse = message(
         ]),
     ])
 
+# IncludeSynonyms / IncludeDocumentation are not ignorable: asking for them at a version
+# that lacks them is an EncodeError. IsDefault exists only in v0; ConfigSource replaces it
+# from v1 (its -1 default is a placeholder, the sender always sets it).
+DescribeConfigsRequest = message(
+    "DescribeConfigsRequest", kind="request", api_key=32, valid="0-4", flexible="4+", fields=[
+        F("Resources", "[]DescribeConfigsResource", fields=[
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+            F("ConfigurationKeys", "[]string", nullable="0+"),
+        ]),
+        F("IncludeSynonyms", "bool", "1+", default=False),
+        F("IncludeDocumentation", "bool", "3+", default=False),
+    ])
+
+DescribeConfigsResponse = message(
+    "DescribeConfigsResponse", kind="response", api_key=32, valid="0-4", flexible="4+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Results", "[]DescribeConfigsResult", fields=[
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+            F("Configs", "[]DescribeConfigsResourceResult", fields=[
+                F("Name", "string"),
+                F("Value", "string", nullable="0+"),
+                F("ReadOnly", "bool"),
+                F("IsDefault", "bool", "0"),
+                F("ConfigSource", "int8", "1+", default=-1, ignorable=True),
+                F("IsSensitive", "bool"),
+                F("Synonyms", "[]DescribeConfigsSynonym", "1+", ignorable=True, fields=[
+                    F("Name", "string", "1+"),
+                    F("Value", "string", "1+", nullable="0+"),
+                    F("Source", "int8", "1+"),
+                ]),
+                F("ConfigType", "int8", "3+", default=0, ignorable=True),
+                F("Documentation", "string", "3+", nullable="0+", default=None,
+                  ignorable=True),
+            ]),
+        ]),
+    ])
+
 ElectLeadersRequest = message(
     "ElectLeadersRequest", kind="request", api_key=43, valid="0-2", flexible="2+", fields=[
         F("ElectionType", "int8", "1+"),
@@ -690,6 +733,9 @@ ElectLeadersResponse = message(
         ]),
     ])
 
+# The tag of DescribeClusterResponse.DescribeClusterBroker.BrokerEpoch (kraftcore only).
+BROKER_EPOCH_TAG = 10000
+
 DescribeClusterRequest = message(
     "DescribeClusterRequest", kind="request", api_key=60, valid="0-2", flexible="0+", fields=[
         F("IncludeClusterAuthorizedOperations", "bool"),
@@ -711,6 +757,9 @@ DescribeClusterResponse = message(
             F("Port", "int32"),
             F("Rack", "string", nullable="0+", default=None),
             F("IsFenced", "bool", "2+"),
+            # kraftcore's extension, not in Kafka's schema: the broker's registration epoch.
+            # A high tag Kafka is unlikely to use; Kafka clients skip it as an unknown tag.
+            F("BrokerEpoch", "int64", tag=BROKER_EPOCH_TAG, default=-1),
         ]),
         F("ClusterAuthorizedOperations", "int32", default=-2147483648),
     ])
@@ -718,8 +767,8 @@ DescribeClusterResponse = message(
 REQUESTS = (
     ApiVersionsRequest, FetchRequest, MetadataRequest, CreateTopicsRequest, DeleteTopicsRequest,
     CreatePartitionsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
-    VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, DescribeQuorumRequest,
-    AlterPartitionRequest, FetchSnapshotRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest,
+    DescribeQuorumRequest, AlterPartitionRequest, FetchSnapshotRequest, DescribeClusterRequest,
     BrokerRegistrationRequest, BrokerHeartbeatRequest, UnregisterBrokerRequest,
     ControllerRegistrationRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
     UpdateRaftVoterRequest,
@@ -727,14 +776,16 @@ REQUESTS = (
 RESPONSES = (
     ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
     DeleteTopicsResponse, CreatePartitionsResponse, ElectLeadersResponse,
-    IncrementalAlterConfigsResponse, VoteResponse, BeginQuorumEpochResponse,
-    EndQuorumEpochResponse, DescribeQuorumResponse, AlterPartitionResponse,
-    FetchSnapshotResponse, DescribeClusterResponse, BrokerRegistrationResponse,
-    BrokerHeartbeatResponse, UnregisterBrokerResponse, ControllerRegistrationResponse,
-    AddRaftVoterResponse, RemoveRaftVoterResponse, UpdateRaftVoterResponse,
+    IncrementalAlterConfigsResponse, DescribeConfigsResponse, VoteResponse,
+    BeginQuorumEpochResponse, EndQuorumEpochResponse, DescribeQuorumResponse,
+    AlterPartitionResponse, FetchSnapshotResponse, DescribeClusterResponse,
+    BrokerRegistrationResponse, BrokerHeartbeatResponse, UnregisterBrokerResponse,
+    ControllerRegistrationResponse, AddRaftVoterResponse, RemoveRaftVoterResponse,
+    UpdateRaftVoterResponse,
 )
 
-__all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES"]
+__all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES",
+                                                             "BROKER_EPOCH_TAG"]
 
 for _cls in REQUESTS + RESPONSES:  # built by schema.message(); they live here
     _cls.__module__ = __name__

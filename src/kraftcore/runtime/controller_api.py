@@ -15,7 +15,8 @@ the controller's Python API; it holds no state. The node process plugs it in:
   `.code`; `NotControllerError`, code 41, on a standby or a deposed controller). A
   `concurrent.futures.Future` (what `QuorumController` returns) is accepted too, and
   `submit` may also raise at once;
-* `image`: the committed `MetadataImage` (Metadata and DescribeCluster read it);
+* `image`: the committed `MetadataImage` (Metadata, DescribeCluster and DescribeConfigs
+  read it);
 * `node_id`; `controller_id()`: the active controller's id or None;
   `controllers()`: {voter id: (host, port)} of the controller listeners; `cluster_id`.
 
@@ -32,7 +33,11 @@ the controller's Python API; it holds no state. The node process plugs it in:
 | AlterPartition (56) | 0-3 | `alter_partition`, one call per partition |
 | DescribeCluster (60) | 0-2 | reads `controllers()` (endpoint type 2) or the image (1) |
 | Metadata (3) | 0-13 | reads the image |
+| DescribeConfigs (32) | 0-4 | reads the image: topic, cluster default (broker "") or node configs |
 | ControllerRegistration (70) | 0 | none: answered UNSUPPORTED_VERSION (see below) |
+
+DescribeCluster's brokers carry kraftcore's tagged BrokerEpoch (tag 10000, their
+registration epoch), which Kafka clients skip as an unknown tag.
 
 Error rules, as Kafka's `ControllerApis` and the requests' `getErrorResponse` have them:
 
@@ -52,6 +57,10 @@ Deliberate limits, each answered explicitly rather than ignored:
   controller has no dry-run mode, so such requests are refused with INVALID_REQUEST.
 * APPEND / SUBTRACT config operations: kraftcore's two topic configs are not lists
   (INVALID_CONFIG, as Kafka answers for a non-list config).
+* DescribeConfigs answers from the image alone: a config's levels are the topic's own (or
+  the node's own), the cluster default (broker resource "") and Kafka's default for the two
+  configs the controller manages; no static (server.properties) values, Documentation is
+  null, and ReadOnly is false. Other resource types are INVALID_REQUEST per resource.
 * ControllerRegistration: `QuorumController` keeps no controller registrations (the
   controller endpoints come from `controller.quorum.voters`); UNSUPPORTED_VERSION.
 * A request's TimeoutMs > 0 bounds the wait for the commit (REQUEST_TIMED_OUT after it; the
@@ -72,7 +81,7 @@ from kraftcore.controller import election as E
 from kraftcore.controller.cluster import HeartbeatResult, RegistrationResult
 from kraftcore.controller.replication import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION, NewTopic
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
-from kraftcore.metadata.image import CONFIG_BROKER, METADATA_VERSION
+from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC, METADATA_VERSION
 from kraftcore.metadata.records import METADATA_VERSION_LEVELS
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.apis import API_BY_KEY
@@ -94,12 +103,21 @@ ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
 # IncrementalAlterConfigs ConfigOperation.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-# DescribeConfigs ConfigSource values, reported in CreateTopics v5+ results.
+# ConfigSource values (Kafka's DescribeConfigsResponse.ConfigSource), in DescribeConfigs
+# v1+ and CreateTopics v5+ results. A cluster default (broker resource "") is a dynamic
+# default broker config (3); a broker's own (broker resource "<id>") a dynamic broker config.
+CONFIG_SOURCE_UNKNOWN = 0
 CONFIG_SOURCE_TOPIC = 1
-CONFIG_SOURCE_DEFAULT_BROKER = 3
+CONFIG_SOURCE_DYNAMIC_BROKER = 2
+CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+CONFIG_SOURCE_STATIC_BROKER = 4
 CONFIG_SOURCE_DEFAULT = 5
-# Kafka's defaults of the configs kraftcore's controller manages.
+CONFIG_SOURCE_DYNAMIC_BROKER_LOGGER = 6
+# ConfigType values (DescribeConfigs v3+).
+CONFIG_TYPE_UNKNOWN, CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_INT = 0, 1, 3
+# Kafka's defaults of the configs kraftcore's controller manages, and their types.
 CONFIG_DEFAULTS = {MIN_INSYNC_REPLICAS: "1", UNCLEAN_LEADER_ELECTION: "false"}
+CONFIG_TYPES = {MIN_INSYNC_REPLICAS: CONFIG_TYPE_INT, UNCLEAN_LEADER_ELECTION: CONFIG_TYPE_BOOLEAN}
 # The most partitions one CreateTopics or CreatePartitions request may add (Kafka's
 # ReplicationControlManager MAX_PARTITIONS_PER_BATCH): placement runs before the controller
 # counts records, so a request for 2^31 partitions must be refused before it gets there.
@@ -291,7 +309,7 @@ def _topic_configs(image, name, configs):
         if configs and key in configs:
             value, source = configs[key], CONFIG_SOURCE_TOPIC
         elif key in cluster:
-            value, source = cluster[key], CONFIG_SOURCE_DEFAULT_BROKER
+            value, source = cluster[key], CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER
         else:
             value, source = CONFIG_DEFAULTS[key], CONFIG_SOURCE_DEFAULT
         out.append(cls(name=key, value=value, read_only=False, config_source=source,
@@ -509,6 +527,83 @@ async def _incremental_alter_configs(facade, version, body):
     return cls(responses=responses)
 
 
+def _sensitive(name):
+    """Whether a config's value must not be shown (Kafka's PASSWORD-type configs; kraftcore
+    knows none of its own, but an image written by Kafka may hold such names)."""
+    return "password" in name or name.endswith("jaas.config")
+
+
+def _config_levels(facade, image, rtype, rname):
+    """[(source, {name: value})] that decide the configs of resource (`rtype`, `rname`), in
+    precedence order; raises ControllerError for a resource kraftcore cannot describe."""
+    cluster = image.configs.get((CONFIG_BROKER, ""), {})
+    defaults = [(CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, cluster),
+                (CONFIG_SOURCE_DEFAULT, CONFIG_DEFAULTS)]
+    if rtype == CONFIG_TOPIC:
+        if image.topic(rname) is None:
+            raise ControllerError(_E.UNKNOWN_TOPIC_OR_PARTITION,
+                                  f"topic {rname!r} does not exist")
+        return [(CONFIG_SOURCE_TOPIC, image.configs.get((CONFIG_TOPIC, rname), {}))] + defaults
+    if rtype == CONFIG_BROKER:
+        if rname == "":
+            return defaults
+        if not (rname.isascii() and rname.isdigit()):
+            raise _invalid(f"broker resource {rname!r} is neither '' (the cluster default) "
+                           "nor a node id")
+        node_id = int(rname)
+        if node_id not in image.brokers and node_id not in facade.controllers():
+            raise _invalid(f"node {node_id} is neither a registered broker nor a controller")
+        own = image.configs.get((CONFIG_BROKER, str(node_id)), {})
+        return [(CONFIG_SOURCE_DYNAMIC_BROKER, own)] + defaults
+    raise _invalid(f"resource type {rtype} cannot be described; use topic ({CONFIG_TOPIC}) "
+                   f"or broker ({CONFIG_BROKER})")
+
+
+def _describe_resource(cls, version, facade, image, resource, synonyms):
+    rtype, rname = resource.resource_type, resource.resource_name
+    result = cls.DescribeConfigsResult(error_code=0, error_message=None, resource_type=rtype,
+                                       resource_name=rname)
+    try:
+        levels = _config_levels(facade, image, rtype, rname)
+    except ControllerError as exc:
+        result.error_code, result.error_message = exc.code, str(exc)
+        return result
+    names = set()
+    for _, configs in levels:
+        names.update(configs)
+    if resource.configuration_keys:  # null or empty: every config
+        names &= set(resource.configuration_keys)
+    for name in sorted(names):
+        found = [(source, configs[name]) for source, configs in levels
+                 if configs.get(name) is not None]
+        if not found:
+            continue
+        source, value = found[0]
+        hidden = _sensitive(name)
+        entry = cls.DescribeConfigsResourceResult(name=name, value=None if hidden else value,
+                                                  read_only=False, is_sensitive=hidden)
+        if version == 0:
+            entry.is_default = source == CONFIG_SOURCE_DEFAULT
+        else:
+            entry.config_source = source
+            if synonyms:
+                entry.synonyms = [cls.DescribeConfigsSynonym(
+                    name=name, value=None if hidden else v, source=s) for s, v in found]
+        if version >= 3:  # Documentation stays null: kraftcore keeps none
+            entry.config_type = CONFIG_TYPES.get(name, CONFIG_TYPE_UNKNOWN)
+        result.configs.append(entry)
+    return result
+
+
+async def _describe_configs(facade, version, body):
+    cls = m.DescribeConfigsResponse
+    image = facade.image
+    synonyms = version >= 1 and body.include_synonyms
+    return cls(throttle_time_ms=0, results=[
+        _describe_resource(cls, version, facade, image, r, synonyms)
+        for r in body.resources])
+
+
 # ------------------------------------------------------------------------------ leaders, ISRs
 
 async def _elect_leaders(facade, version, body):
@@ -635,7 +730,8 @@ async def _describe_cluster(facade, version, body):
             if endpoint is None or (broker.fenced and not include_fenced):
                 continue
             entry = cls.DescribeClusterBroker(broker_id=broker_id, host=endpoint[0],
-                                              port=endpoint[1], rack=broker.rack)
+                                              port=endpoint[1], rack=broker.rack,
+                                              broker_epoch=broker.broker_epoch)
             if version >= 2:
                 entry.is_fenced = bool(broker.fenced)
             brokers.append(entry)
@@ -714,7 +810,7 @@ _HANDLERS = {
     62: _broker_registration, 63: _broker_heartbeat, 64: _unregister_broker,
     70: _controller_registration, 19: _create_topics, 20: _delete_topics,
     37: _create_partitions, 44: _incremental_alter_configs, 43: _elect_leaders,
-    56: _alter_partition, 60: _describe_cluster, 3: _metadata,
+    56: _alter_partition, 60: _describe_cluster, 3: _metadata, 32: _describe_configs,
 }
 
 CONTROLLER_API_KEYS = frozenset(_HANDLERS)
@@ -802,10 +898,17 @@ def _error_describe_cluster(version, body, code, message):
     return response
 
 
+def _error_describe_configs(version, body, code, message):
+    cls = m.DescribeConfigsResponse
+    return cls(results=[cls.DescribeConfigsResult(
+        error_code=code, error_message=message, resource_type=r.resource_type,
+        resource_name=r.resource_name) for r in body.resources])
+
+
 _ERROR_BUILDERS = {
     19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
     44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
-    60: _error_describe_cluster,
+    60: _error_describe_cluster, 32: _error_describe_configs,
 }
 
 
