@@ -168,7 +168,7 @@ class ClusterControl:
                                       f"broker {broker_id} is registered with incarnation "
                                       f"{existing.incarnation_id} and its session is live; "
                                       "retry after its session expires")
-            epoch = self.controller.raft.next_offset()
+            epoch = self.controller.next_offset()
             fenced, shutting = True, False
         endpoints = [R.RegisterBrokerRecord.BrokerEndpoint(
             name=name, host=host, port=port, security_protocol=protocol)
@@ -233,7 +233,7 @@ class ClusterControl:
         elif want_shutdown:
             if replication.leads_any(broker_id):
                 records = self._fence_records(image, broker, in_controlled_shutdown=True)
-                session.shutdown_offset = self.controller.raft.next_offset() + len(records) - 1
+                session.shutdown_offset = self.controller.next_offset() + len(records) - 1
             else:
                 records = self._fence_records(image, broker)
                 fenced = shut_down = True

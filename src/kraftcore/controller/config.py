@@ -29,6 +29,9 @@ class ControllerConfig:
     # The most value bytes the controller puts in one Raft batch; an operation above it is
     # written as a metadata transaction over several batches.
     batch_bytes_max: int = 4 * 1024 * 1024
+    # The most records the controller puts in one Raft batch when it joins the writes of
+    # one run (a single operation's records are never split for this limit).
+    batch_records_max: int = 10_000
     # metadata.version written when the log is empty.
     bootstrap_metadata_version: int = DEFAULT_METADATA_VERSION
     # producer ids per ProducerIdsRecord block
@@ -37,7 +40,7 @@ class ControllerConfig:
     def __post_init__(self):
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "default_partitions",
                      "default_replication_factor", "operation_records_max",
-                     "batch_bytes_max", "producer_id_block_size"):
+                     "batch_bytes_max", "batch_records_max", "producer_id_block_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"controller config {name} must be >= 1, not "
                                   f"{getattr(self, name)!r}")

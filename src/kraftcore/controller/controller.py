@@ -11,11 +11,20 @@ and calls `run(now_ms)`:
   them (the Raft core may commit inside `propose`).
 
 A write event, on the active controller: generate records and a result from the *working*
-image (the committed image plus this controller's own uncommitted records), propose the
-records to Raft (`raft.propose(values) -> last offset`), replay them into the working
-image at once, and park the future under the records' last offset. The future completes
-with the result only when the loader has applied a committed batch at or past that
-offset.
+image (the committed image plus this controller's own uncommitted records), give the
+records their offsets, replay them into the working image at once, and park the future
+under the records' last offset. The future completes with the result only when the loader
+has applied a committed batch at or past that offset.
+
+The records of every write of one `run` go to Raft together, as one batch
+(`raft.propose(values) -> last offset`) at the end of the run — or earlier when the next
+write would take the batch past `batch_bytes_max` or `batch_records_max` — so a busy
+controller pays for one batch (encoding, append, replication) per run rather than per
+operation, as Kafka's batch accumulator does. A write's offsets are known before the
+propose (`next_offset()`: the log end plus what is waiting), and the propose must end where
+they said; if it fails or does not, the controller renounces, which fails every parked
+future. An operation larger than one batch (a metadata transaction) goes out at once,
+after what was waiting.
 
 An operation that writes nothing (a refusal such as TOPIC_ALREADY_EXISTS, a registration
 that changes nothing) read the working image, which a deposed controller that has not yet
@@ -95,6 +104,8 @@ class QuorumController:
         self._written = collections.deque()
         self._now = now_ms
         self._barrier_waiting = []  # [(future, result)] of reads behind the next barrier
+        self._batch = []  # values of this run's writes, proposed together (see `run`)
+        self._batch_bytes = 0
         self.writes = 0
         self.records_written = 0
         self.barriers = 0
@@ -118,10 +129,17 @@ class QuorumController:
     # ------------------------------------------------------------------ driver inputs
 
     def run(self, now_ms):
-        """Run every due event; returns the next deferred deadline (or None)."""
+        """Run every due event, then propose what they wrote; returns the next deferred
+        deadline (or None)."""
         self._now = now_ms
         with R.cyclic_gc_paused():
-            return self.queue.run(now_ms)
+            deadline = self.queue.run(now_ms)
+            self._propose_batch(now_ms)
+        return deadline
+
+    def next_offset(self):
+        """The offset the next record written gets (the log end plus this run's batch)."""
+        return self.raft.next_offset() + len(self._batch)
 
     def on_commits(self, commits):
         if commits:
@@ -236,6 +254,7 @@ class QuorumController:
                 future.set_exception(error)
         self.working = self.loader.image
         self._written.clear()
+        self._batch, self._batch_bytes = [], 0
         self.cluster.on_deactivate()
         self.replication.on_deactivate()
         self.queue.cancel_deferred("noop")
@@ -313,7 +332,8 @@ class QuorumController:
                 future.set_exception(error)
 
     def _write(self, records, future, result, now_ms):
-        """Propose `records`, replay them into the working image, park `future`."""
+        """Give `records` their offsets (in this run's batch, or proposed at once when they
+        need a transaction), replay them into the working image, park `future`."""
         level = self.working.metadata_version()
         values = R.encode_values(records, record_versions(records, level))
         try:
@@ -323,18 +343,33 @@ class QuorumController:
             if future is not None:
                 future.set_exception(exc)
             return
-        first = None
-        try:
-            for chunk in chunks:
-                last = self.raft.propose(chunk)
-                if first is None:
-                    # The offset of records[0]: a transaction's Begin record comes first.
-                    first = last - len(chunk) + 1 + (len(chunks) > 1)
-        except (NotLeaderError, InvalidAppendError) as exc:
-            self._renounce(now_ms, f"a write failed: {exc}")
-            if future is not None:
-                future.set_exception(self._not_controller(f"a write failed: {exc}"))
-            return
+        size = sum(map(len, values))
+        if len(chunks) > 1 or (self._batch and (
+                self._batch_bytes + size > self.config.batch_bytes_max
+                or len(self._batch) + len(values) > self.config.batch_records_max)):
+            self._propose_batch(now_ms)
+            if not self.active:
+                if future is not None:
+                    future.set_exception(self._not_controller("a write failed"))
+                return
+        if len(chunks) == 1:
+            first = self.next_offset()
+            last = first + len(values) - 1
+            self._batch += values
+            self._batch_bytes += size
+        else:
+            first = None
+            try:
+                for chunk in chunks:
+                    last = self.raft.propose(chunk)
+                    if first is None:
+                        # The offset of records[0]: the transaction's Begin record is first.
+                        first = last - len(chunk) + 2
+            except (NotLeaderError, InvalidAppendError) as exc:
+                self._renounce(now_ms, f"a write failed: {exc}")
+                if future is not None:
+                    future.set_exception(self._not_controller(f"a write failed: {exc}"))
+                return
         base = self.working
         delta = MetadataDelta(base)
         # Transaction markers are the loader's business; the working image takes the rest.
@@ -353,6 +388,23 @@ class QuorumController:
         self.records_written += len(records)
         if future is not None:
             self._parked.append((last, future, result))
+
+    def _propose_batch(self, now_ms):
+        """Propose this run's batch; renounce if Raft refuses it or puts it anywhere but
+        at the offsets its writes were given."""
+        batch = self._batch
+        if not batch:
+            return
+        expected = self.next_offset() - 1
+        self._batch, self._batch_bytes = [], 0
+        try:
+            last = self.raft.propose(batch)
+        except (NotLeaderError, InvalidAppendError) as exc:
+            self._renounce(now_ms, f"a write failed: {exc}")
+            return
+        if last != expected:
+            self._renounce(now_ms, f"the batch of this run's writes was appended up to offset "
+                           f"{last}, not {expected} as its writes were told")
 
     def _chunks(self, values, level):
         """One chunk when the values fit in a batch; else a metadata transaction."""
