@@ -15,7 +15,15 @@ measured from this process over TCP with `kraftcore.net.Connection` and Kafka's 
   default `appendEntriesPeriod` (100 ms) and at 2 ms. The load runs inside the leader's
   process (PySyncObj has no client protocol): 1024 `incr` calls in flight, latency = call to
   the commit callback. PySyncObj never fsyncs (its journal is an unflushed memory map).
-  Goal: kraftcore >= 10x the committed ops/s of the best PySyncObj row.
+  kraftcore in the same shape (`kraftcore-in-process-*`): the controller processes are
+  this file run as a script (`kraftcore-node`: `kraftcore start`'s `Node` plus a load
+  generator in it), 1024 operations in flight inside the active controller, latency = call
+  to commit: `controller-ops` are controller writes (the same ConfigRecord, through the
+  controller's event queue, future completed on commit); `raft-appends` are NoOpRecords
+  appended through `RaftDriver.append` (the replicated log alone, like PySyncObj's
+  counter), which the controllers apply as they commit.
+  Goal: each kraftcore row >= 10x the committed ops/s of the best PySyncObj row (the
+  summary also prints the ratio to each row).
 * `cluster-failover-*`: 3 controllers and 1 broker; 20 trials, each: SIGKILL of the active
   controller, then the time until a write (IncrementalAlterConfigs) is committed through
   the new active controller: both survivors are asked every 5 ms (+ one loopback round trip)
@@ -564,6 +572,174 @@ def _pysyncobj_node(me, partners, conf_json):
     counter.destroy()
 
 
+# ------------------------------------------------------------------------------ in-process load
+
+class KraftcoreNode:
+    """A kraftcore controller process (this file run as a script): `kraftcore start`'s
+    `Node` plus a load generator inside it, driven by JSON lines like `PySyncObjNode`."""
+
+    def __init__(self, config_path, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "kraftcore-node", config_path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self._buffer = b""
+
+    request = PySyncObjNode.request
+    stop = PySyncObjNode.stop
+
+    def read(self, timeout_s=WAIT_S):
+        try:
+            return PySyncObjNode.read(self, timeout_s)
+        except AssertionError as exc:
+            raise AssertionError(str(exc).replace("PySyncObj", "kraftcore")) from None
+
+
+IN_PROCESS_LOADS = {
+    # row name: load kind (see _kraftcore_node)
+    "kraftcore-in-process-controller-ops": "controller",
+    "kraftcore-in-process-raft-appends": "raft",
+}
+
+
+@pytest.mark.benchmark(group="cluster-commit-throughput")
+@pytest.mark.parametrize("row", list(IN_PROCESS_LOADS))
+def test_commit_throughput_kraftcore_in_process(benchmark, tmp_path, row):
+    """The same shape as the PySyncObj rows: the load runs inside the active controller's
+    process, 3 controller processes, fsync on. `controller`: each operation a controller
+    write (the cluster default `min.insync.replicas`, one ConfigRecord) whose future
+    completes once it is committed. `raft`: each operation one NoOpRecord appended through
+    `RaftDriver.append` (the replicated log alone, as PySyncObj's counter is), its future
+    done once committed; the controllers apply the NoOps as they commit."""
+    cluster = LocalCluster(tmp_path / "cluster", 3, 0)
+    cluster.down()  # formatted directories and configs; the nodes run below
+    nodes = []
+    try:
+        for node_id, info in sorted(cluster.nodes.items()):
+            nodes.append(KraftcoreNode(info["config"], str(tmp_path / f"node-{node_id}.log")))
+        for node in nodes:
+            assert node.read().get("ready")
+
+        def leader():
+            states = [node.request({"cmd": "state"}) for node in nodes]
+            leaders = [n for n, s in zip(nodes, states) if s["active"]]
+            return leaders[0] if len(leaders) == 1 else None
+
+        node = wait_until("an active kraftcore controller", leader, pause_s=0.1)
+        results = []
+
+        def one_round():
+            result = node.request({"cmd": "load", "kind": IN_PROCESS_LOADS[row],
+                                   "ops": OPS_PER_ROUND, "window": WINDOW})
+            results.append(result)
+            return result
+
+        benchmark.pedantic(one_round, rounds=THROUGHPUT_ROUNDS, warmup_rounds=1)
+        stats = node.request({"cmd": "stats"})
+    finally:
+        for node in nodes:
+            node.stop()
+    errors = sum(r["errors"] for r in results)
+    assert not errors, f"{errors} kraftcore operations failed: " + \
+        "; ".join(r["first_error"] for r in results if r["first_error"])
+    lat = [x for r in results[1:] for x in r["latencies_s"]]
+    _record_throughput(benchmark, row, OPS_PER_ROUND, WINDOW, lat, **stats)
+
+
+def _kraftcore_node(config_path):
+    """The kraftcore node process: `Node` as `kraftcore start` runs it, plus commands on
+    stdin (read by a thread, run on the event loop), answers on stdout."""
+    from kraftcore.log.meta_properties import check_formatted
+    from kraftcore.runtime.config import NodeConfig
+    from kraftcore.runtime.node import Node
+
+    config = NodeConfig.from_file(config_path)
+    node = Node(config, check_formatted(config))
+
+    def reply(obj):
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    def noop_value():
+        from kraftcore.metadata import records as R
+        from kraftcore.metadata.snapshot import record_versions
+
+        noop = [R.NoOpRecord()]
+        level = node.controller.controller.image.metadata_version()
+        return R.encode_values(noop, record_versions(noop, level))[0]
+
+    async def load(kind, ops, window):
+        noop = noop_value()
+        slots = asyncio.Semaphore(window)
+        finished = asyncio.get_running_loop().create_future()
+        latencies = [0.0] * ops
+        counts = {"done": 0, "errors": 0, "first_error": None}
+
+        def submit(i):
+            start = time.perf_counter()
+
+            def on_commit(future):
+                latencies[i] = time.perf_counter() - start
+                error = future.exception()
+                if error is None and kind == "controller":
+                    error = next((f"{code}: {message}" for code, message in future.result()
+                                  if code), None)
+                if error is not None:
+                    counts["errors"] += 1
+                    counts["first_error"] = counts["first_error"] or str(error)
+                counts["done"] += 1
+                slots.release()
+                if counts["done"] == ops and not finished.done():
+                    finished.set_result(None)
+
+            if kind == "controller":
+                future = node.submit("incremental_alter_configs", [(
+                    CONFIG_BROKER, "", [("min.insync.replicas", "set", str(1 + i % 3))])])
+            else:
+                future = node.driver.append([noop])
+            future.add_done_callback(on_commit)
+
+        start = time.perf_counter()
+        for i in range(ops):
+            await slots.acquire()
+            submit(i)
+        try:
+            await asyncio.wait_for(finished, WAIT_S)
+        except asyncio.TimeoutError:
+            pass
+        return {"elapsed_s": time.perf_counter() - start, "latencies_s": latencies,
+                "errors": counts["errors"] + ops - counts["done"],
+                "first_error": counts["first_error"]}
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        commands = asyncio.Queue()
+        await node.start()
+
+        def read_stdin():
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(commands.put_nowait, line)
+            loop.call_soon_threadsafe(commands.put_nowait, '{"cmd": "quit"}')
+
+        threading.Thread(target=read_stdin, daemon=True).start()
+        reply({"ready": True})
+        while True:
+            command = json.loads(await commands.get())
+            if command["cmd"] == "state":
+                reply({"active": node.controller.controller.active})
+            elif command["cmd"] == "load":
+                reply(await load(command["kind"], command["ops"], command["window"]))
+            elif command["cmd"] == "stats":
+                driver = node.driver
+                reply({"fsyncs": driver.fsyncs, "readys": driver.readys})
+            else:
+                break
+        await node.stop()
+
+    asyncio.run(main())
+
+
 # ------------------------------------------------------------------------------ failover
 
 async def _stream_creates(port, prefix, acked, unknown, refused, stop_after, started):
@@ -873,15 +1049,17 @@ def terminal_summary(tr):
         tr.write_line(f"cluster commit {peer}: {row['ops_per_s']:,.0f} committed ops/s, "
                       f"{row['window']} in flight, latency p50 {row['p50_ms']:.1f} ms, "
                       f"p99 {row['p99_ms']:.1f} ms")
-    ours = rows.get("kraftcore-3-controllers-fsync")
     peers = {p: r for p, r in rows.items() if p.startswith("pysyncobj")}
-    if ours and peers:
+    if peers:
         best_name, best = max(peers.items(), key=lambda item: item[1]["ops_per_s"])
+    for name, ours in rows.items() if peers else ():
+        if not name.startswith("kraftcore") or name == "kraftcore-serial":
+            continue
         ratio = ours["ops_per_s"] / best["ops_per_s"]
         tr.write_line(
             f"cluster goal {_status(ratio >= THROUGHPUT_GOAL_RATIO)}: committed ops/s, "
-            f"kraftcore (fsync) >= {THROUGHPUT_GOAL_RATIO:g}x PySyncObj (no fsync) -- "
-            f"{ours['ops_per_s']:,.0f} vs {best['ops_per_s']:,.0f} ({best_name}): "
+            f"{name} (fsync) >= {THROUGHPUT_GOAL_RATIO:g}x the best PySyncObj row (no "
+            f"fsync) -- {ours['ops_per_s']:,.0f} vs {best['ops_per_s']:,.0f} ({best_name}): "
             f"{ratio:.2f}x; vs each: " + ", ".join(
                 f"{p} {ours['ops_per_s'] / r['ops_per_s']:.2f}x" for p, r in peers.items()))
     for config, row in _STATE.get("failover", {}).items():
@@ -921,5 +1099,8 @@ def terminal_summary(tr):
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "pysyncobj-node":
         _pysyncobj_node(*sys.argv[2:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "kraftcore-node":
+        _kraftcore_node(sys.argv[2])
     else:
-        sys.exit(f"usage: {sys.argv[0]} pysyncobj-node HOST:PORT PARTNER,... CONF_JSON")
+        sys.exit(f"usage: {sys.argv[0]} pysyncobj-node HOST:PORT PARTNER,... CONF_JSON\n"
+                 f"       {sys.argv[0]} kraftcore-node CONFIG")

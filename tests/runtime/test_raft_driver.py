@@ -8,11 +8,12 @@ import random
 
 import pytest
 
-from kraftcore.errors import StorageError
+from kraftcore.errors import NotLeaderError, StorageError
 from kraftcore.log import quorum_state
 from kraftcore.log.raft_storage import FileRaftStorage
 from kraftcore.net import Listener, PeerPool
 from kraftcore.raft.config import RaftConfig
+from kraftcore.runtime import raft_driver
 from kraftcore.runtime.raft_driver import RaftDriver
 
 # Hang guards only (the quorum needs well under a second on an idle machine).
@@ -154,6 +155,69 @@ def test_a_storage_failure_stops_the_node(tmp_path):
             assert isinstance(follower.failed, StorageError)
             with pytest.raises(StorageError):
                 await follower.handle_request(None)
+        finally:
+            await quorum.close()
+    run(scenario())
+
+
+def test_appends_of_one_turn_share_a_batch_and_complete_on_commit(tmp_path):
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            start = leader.core.log_end_offset
+            futures = [leader.append([b"a%d" % i, b"b%d" % i]) for i in range(300)]
+            # Nothing is proposed before the drive; then one batch holds all 600 values.
+            assert leader.core.log_end_offset == start
+            offsets = await asyncio.gather(*futures)
+            assert offsets == [start + 2 * i + 1 for i in range(300)]
+            assert leader.core.high_watermark > offsets[-1]
+            assert (start, start + 599) in quorum.applied[leader.node_id]
+            follower = next(d for d in quorum.drivers.values() if d is not leader)
+            with pytest.raises(NotLeaderError):
+                follower.append([b"x"])
+            with pytest.raises(ValueError):
+                leader.append([])
+        finally:
+            await quorum.close()
+    run(scenario())
+
+
+def test_appends_above_the_batch_limits_are_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 7)
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            start = leader.core.log_end_offset
+            futures = [leader.append([b"v"] * 5) for _ in range(4)]
+            assert await asyncio.gather(*futures) == [start + 4, start + 9, start + 14,
+                                                      start + 19]
+            mine = [b for b in quorum.applied[leader.node_id] if b[0] >= start]
+            assert mine == [(start, start + 6), (start + 7, start + 13),
+                            (start + 14, start + 19)]
+        finally:
+            await quorum.close()
+    run(scenario())
+
+
+def test_appends_fail_when_the_leader_resigns_before_they_commit(tmp_path):
+    async def scenario():
+        quorum = Quorum(str(tmp_path))
+        await quorum.start()
+        try:
+            leader = await quorum.leader()
+            others = [d for d in quorum.drivers.values() if d is not leader]
+            for other in others:  # the followers stop answering: nothing can commit
+                await quorum.stop_driver(other.node_id)
+            future = leader.append([b"lost?"])
+            await asyncio.sleep(0.05)
+            assert not future.done()
+            leader.resign()
+            with pytest.raises(NotLeaderError):
+                await future
         finally:
             await quorum.close()
     run(scenario())

@@ -17,6 +17,9 @@ all. Each connection keeps these rules:
   version it does not know, and a handler that raises or returns something that is not a
   response to the request. One log line says which connection and why (with the traceback
   when the handler failed).
+* The responses that become ready in one event-loop turn leave in one write (at the start
+  of the next turn), not one `send` each: a commit that completes many requests costs one
+  system call per connection.
 * ApiVersions is answered by the listener itself (unless `handle_api_versions=False`):
   error 0 and the version range of every API it serves. An ApiVersions request of a
   version the listener does not know is answered, without parsing its body, in v0 with
@@ -188,6 +191,7 @@ class _ServerConnection(asyncio.Protocol):
         self._backlog = collections.deque()  # frames read but not dispatched (while busy)
         self._out = []
         self._out_bytes = 0
+        self._flush_scheduled = False
         self._closed = False
         self._reading_paused = False
         self._writing_paused = False
@@ -378,7 +382,11 @@ class _ServerConnection(asyncio.Protocol):
             return
         slot.frame = frame
         self._advance()
-        self._flush()
+        # The responses completed in this event-loop turn (a commit completes many) leave
+        # in one write at the start of the next.
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _advance(self):
         """Write the responses that are ready at the head, then take up read frames."""
@@ -393,6 +401,7 @@ class _ServerConnection(asyncio.Protocol):
             self._transport.resume_reading()
 
     def _flush(self):
+        self._flush_scheduled = False
         out = self._out
         if out:
             self._out = []

@@ -19,6 +19,13 @@ A drive takes every Ready the core has, in order:
 3. only then are their messages sent (requests through the peer pool, answers to the
    waiting `handle_request` calls) and `on_persisted` called for each, in order.
 
+Appending as a library (`append(values)`): values appended in one event-loop turn go to
+the core as one batch at the start of the next drive, and each call's asyncio future
+gives the offset of its last value once the high watermark has passed it (the commit, made
+durable on a majority). If this node stops leading before then, the future fails with
+`NotLeaderError`: the values may or may not be committed later. The values must be what
+the log's state machine expects (on a controller, metadata records).
+
 Persistence runs on the event-loop thread: the log is not shared with another thread, and
 while an fsync blocks, the sockets keep buffering, so the next drive takes a bigger group.
 A storage error is fatal for the node (`failed` is set and `on_fatal` called): a Raft node
@@ -32,7 +39,8 @@ import collections
 import logging
 import random
 
-from kraftcore.errors import KraftcoreError, RaftStateError
+from kraftcore.errors import (InvalidAppendError, KraftcoreError, NotLeaderError,
+                              RaftStateError)
 from kraftcore.log import quorum_state
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
@@ -45,6 +53,9 @@ log = logging.getLogger("kraftcore.runtime")
 
 # Readys one drive may take before it yields to the event loop (a loop guard).
 READYS_PER_DRIVE_MAX = 10_000
+# The most values, and value bytes, `append` puts in one batch.
+APPEND_BATCH_RECORDS_MAX = 10_000
+APPEND_BATCH_BYTES_MAX = 1 << 20
 # quorum-state data version written (Kafka's version 1 file).
 QUORUM_STATE_DATA_VERSION = 1
 
@@ -88,6 +99,9 @@ class RaftDriver(RaftSide):
         self._kick_scheduled = False
         self._timer = None
         self._timer_at = None
+        self._appending = []  # values of `append` calls waiting for the next drive
+        self._appending_futures = []  # [(index of the call's last value, future)]
+        self._uncommitted = collections.deque()  # [(last offset, future)] in offset order
         self.failed = None
         self.fsyncs = 0
         self.readys = 0
@@ -122,6 +136,69 @@ class RaftDriver(RaftSide):
         self.kick()
         return last
 
+    def append(self, values):
+        """Append `values` (a non-empty list of bytes) as the leader with the other appends
+        of this event-loop turn; returns an asyncio future of the last value's offset, done
+        once committed (see the module docstring). Raises NotLeaderError at once on a node
+        that is not the leader."""
+        if self.failed is not None:
+            raise self.failed
+        core = self.core
+        if core.role != "leader":
+            raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
+        if not values:
+            raise ValueError("append() needs at least one value")
+        future = asyncio.get_running_loop().create_future()
+        self._appending += values
+        self._appending_futures.append((len(self._appending) - 1, future))
+        self.kick()
+        return future
+
+    def _propose_appending(self):
+        """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits."""
+        values, futures = self._appending, self._appending_futures
+        self._appending, self._appending_futures = [], []
+        start = 0
+        waiting = iter(futures)
+        pending = next(waiting, None)
+        while start < len(values):
+            end, size = start, 0
+            while end < len(values) and end - start < APPEND_BATCH_RECORDS_MAX and (
+                    end == start or size + len(values[end]) <= APPEND_BATCH_BYTES_MAX):
+                size += len(values[end])
+                end += 1
+            try:
+                last = self.core.propose(values[start:end], self.clock())
+                error = None
+            except (NotLeaderError, InvalidAppendError) as exc:
+                error = exc
+            while pending is not None and pending[0] < end:
+                index, future = pending
+                if error is not None:
+                    if not future.done():
+                        future.set_exception(error)
+                else:
+                    self._uncommitted.append((last - (end - 1 - index), future))
+                pending = next(waiting, None)
+            start = end
+
+    def _settle_appends(self, ready):
+        """Complete the futures of committed appends; fail them all on a leader change."""
+        uncommitted = self._uncommitted
+        if ready.commits:
+            committed = ready.commits[-1].last_offset
+            while uncommitted and uncommitted[0][0] <= committed:
+                offset, future = uncommitted.popleft()
+                if not future.done():
+                    future.set_result(offset)
+        if ready.leader_change is not None and uncommitted:
+            error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
+                                   ready.leader_change.epoch)
+            while uncommitted:
+                _, future = uncommitted.popleft()
+                if not future.done():
+                    future.set_exception(error)
+
     def resign(self):
         self.core.resign(self.clock())
         self.kick()
@@ -153,6 +230,8 @@ class RaftDriver(RaftSide):
         core = self.core
         now = self.clock()
         deadline = None
+        if self._appending:
+            self._propose_appending()
         for _ in range(READYS_PER_DRIVE_MAX):
             deadline = core.poll(now)
             ready = core.take_ready()
@@ -162,6 +241,8 @@ class RaftDriver(RaftSide):
                 self._complete_pending()
                 continue
             self.readys += 1
+            if self._uncommitted:
+                self._settle_appends(ready)
             self.on_ready(ready)
             self._pending.append(ready)
         else:
@@ -233,7 +314,16 @@ class RaftDriver(RaftSide):
         for answer in self._answers.values():
             if not answer.done():
                 answer.set_exception(exc)
+        self._fail_appends(exc)
         self.on_fatal(exc)
+
+    def _fail_appends(self, exc):
+        futures = [f for _, f in self._appending_futures] + [f for _, f in self._uncommitted]
+        self._appending, self._appending_futures = [], []
+        self._uncommitted.clear()
+        for future in futures:
+            if not future.done():
+                future.set_exception(exc)
 
     def close(self):
         if self._timer is not None:
@@ -242,3 +332,4 @@ class RaftDriver(RaftSide):
         for answer in self._answers.values():
             if not answer.done():
                 answer.cancel()
+        self._fail_appends(NotLeaderError(self.node_id, None, self.core.epoch))
