@@ -44,10 +44,12 @@ def wait_for(what, predicate):
 
 
 class Cluster:
-    def __init__(self, directory, brokers=2):
+    def __init__(self, directory, brokers=2, combined=False):
         self.directory = str(directory)
         args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
                 "3", "--brokers", str(brokers), "--dir", self.directory]
+        if combined:
+            args.append("--combined")
         for setting in FAST:
             args += ["--set", setting]
         self.supervisor = subprocess.Popen(args, stdout=subprocess.PIPE,
@@ -167,6 +169,48 @@ def test_a_cluster_elects_survives_its_controller_and_fences_a_lost_broker(clust
         replicas = {r["node_id"]: r for r in json.loads(out)["replicas"]}
         return leader in replicas and replicas[leader]["lag"] == 0
     wait_for(f"node {leader} caught up", caught_up)
+
+
+def partitions(cluster, name, exclude=()):
+    out = kraftcore("topics", "describe", "--bootstrap-controller", cluster.bootstrap(exclude),
+                    "--topic", name, "--json").stdout
+    return json.loads(out)["topics"][0]["partitions"]
+
+
+def test_combined_nodes_survive_the_loss_of_one_node_in_both_roles(tmp_path):
+    """`--combined`: nodes 1-3 are controllers and brokers in one process each. SIGKILL of
+    the node that leads the quorum takes out a voter and a broker at once: the other two
+    elect a leader, fence the lost broker and move its leaderships; when it comes back it
+    catches up, and is unfenced and back in its ISRs."""
+    cluster = Cluster(tmp_path / "cluster", brokers=3, combined=True)
+    try:
+        assert {n["id"]: tuple(sorted(n["roles"])) for n in cluster.nodes.values()} == {
+            i: ("broker", "controller") for i in (1, 2, 3)}
+        status = wait_for("a leader", lambda: cluster.quorum()["leader_id"] >= 0 and
+                          cluster.quorum())
+        wait_for("three unfenced brokers", lambda: cluster.brokers() == {
+            1: "unfenced", 2: "unfenced", 3: "unfenced"})
+        kraftcore("topics", "create", "--bootstrap-controller", cluster.bootstrap(),
+                  "--topic", "both", "--partitions", "6", "--replication-factor", "3")
+        leader = status["leader_id"]
+        assert any(p["leader"] == leader for p in partitions(cluster, "both"))
+
+        cluster.kill(leader)
+        wait_for("a new leader", lambda: cluster.quorum((leader,))["leader_id"]
+                 not in (-1, leader))
+        wait_for(f"broker {leader} fenced",
+                 lambda: cluster.brokers((leader,)).get(leader) == "fenced")
+        wait_for(f"leaderships moved off node {leader}", lambda: all(
+            p["leader"] != leader and leader not in p["isr"]
+            for p in partitions(cluster, "both", (leader,))))
+
+        cluster.restart(leader)
+        wait_for(f"broker {leader} unfenced",
+                 lambda: cluster.brokers((leader,)).get(leader) == "unfenced")
+        wait_for(f"node {leader} back in every ISR", lambda: all(
+            leader in p["isr"] for p in partitions(cluster, "both", (leader,))))
+    finally:
+        cluster.down()
 
 
 def test_no_acknowledged_topic_is_lost_across_20_controller_kill_restart_cycles(tmp_path):
