@@ -42,12 +42,12 @@ class FakeRaft:
     def epoch_start_offset(self):
         return self.start_offset if self.leader.leader_id == self.node_id else None
 
-    def propose(self, values):
+    def propose(self, values, *, timestamp_ms=None):
         if self.leader.leader_id != self.node_id or self.fail_propose:
             raise NotLeaderError(self.node_id, self.leader.leader_id, self.leader.epoch)
         base = self.next_offset()
         data = codec.encode_batch(values, base_offset=base, leader_epoch=self.leader.epoch,
-                                  timestamp=base)
+                                  timestamp=base if timestamp_ms is None else timestamp_ms)
         self.batches.append(CommittedBatch(base, base + len(values) - 1, self.leader.epoch,
                                            False, data))
         return base + len(values) - 1

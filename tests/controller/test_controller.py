@@ -164,6 +164,41 @@ def test_the_committed_image_equals_the_working_image_after_commit():
     assert c.controller.working.end_offset == c.image.end_offset == c.raft.next_offset()
 
 
+def test_the_writes_of_one_run_share_one_batch_stamped_with_the_runs_time():
+    c = Cluster()
+    mark = c.mark()
+    c.h.now += 7
+    futures = [c.controller.create_topics([NewTopic(f"t{i}", 1, 1)]) for i in range(3)]
+    c.h.run()
+    [batch] = c.raft.batches[-1:]
+    assert [r.name for r in records_since(c.raft, mark) if type(r) is R.TopicRecord] == [
+        "t0", "t1", "t2"]
+    assert len(c.batches_since(mark)) == 1
+    assert codec.decode_batches(batch.data)[0].max_timestamp == c.h.now
+    c.h.commit()
+    assert all(f.done() for f in futures)
+    # The image the active controller adopted at commit is the one a standby replays from
+    # the batch, provenance included (snapshots of both carry its timestamp).
+    standby = Harness(node_id=2, leader_id=1)
+    standby.controller.on_commits(c.raft.batches[:c.raft.committed])
+    standby.run()
+    assert standby.image.same_state(c.image)
+    assert (standby.image.end_offset, standby.image.epoch, standby.image.timestamp_ms) == (
+        c.image.end_offset, c.image.epoch, c.image.timestamp_ms) == (
+        batch.last_offset + 1, batch.epoch, c.h.now)
+
+
+def test_a_run_splits_its_batch_at_the_record_limit():
+    c = Cluster(batch_records_max=4)
+    mark = c.mark()
+    for i in range(3):  # 3 records each, in one run
+        c.controller.create_topics([NewTopic(f"t{i}", 2, 1)])
+    c.h.run()
+    assert [len(b) for b in c.batches_since(mark)] == [3, 3, 3]
+    c.h.commit()
+    assert all(c.image.topic(f"t{i}") is not None for i in range(3))
+
+
 # ------------------------------------------------------------------ standby controllers
 
 def test_a_standby_controller_rejects_every_operation_naming_the_leader():

@@ -56,8 +56,10 @@ parked future fails with `NotControllerError` (its records may or may not commit
 was never promised), the working image falls back to the committed image, the soft state
 (heartbeats) is dropped and the periodic tasks are cancelled.
 
-The Raft side is any object with: `node_id`, `propose(values) -> last offset` (raises
-`NotLeaderError`), `resign()`, `leader_and_epoch() -> LeaderAndEpoch`, `epoch_start_offset()`
+The Raft side is any object with: `node_id`, `propose(values, *, timestamp_ms) -> last
+offset` (raises `NotLeaderError`; the batch carries `timestamp_ms`, the time the controller
+stamped its working image with, so that the image it adopts at commit and the image
+every other node replays from the batch agree), `resign()`, `leader_and_epoch() -> LeaderAndEpoch`, `epoch_start_offset()`
 (None unless leader), `next_offset()` (where the next proposal starts).
 """
 
@@ -361,7 +363,7 @@ class QuorumController:
             first = None
             try:
                 for chunk in chunks:
-                    last = self.raft.propose(chunk)
+                    last = self.raft.propose(chunk, timestamp_ms=now_ms)
                     if first is None:
                         # The offset of records[0]: the transaction's Begin record is first.
                         first = last - len(chunk) + 2
@@ -398,7 +400,7 @@ class QuorumController:
         expected = self.next_offset() - 1
         self._batch, self._batch_bytes = [], 0
         try:
-            last = self.raft.propose(batch)
+            last = self.raft.propose(batch, timestamp_ms=now_ms)
         except (NotLeaderError, InvalidAppendError) as exc:
             self._renounce(now_ms, f"a write failed: {exc}")
             return

@@ -961,10 +961,12 @@ class RaftCore:
 
     # ================================================================ proposals, snapshots
 
-    def propose(self, values, now_ms=None):
+    def propose(self, values, now_ms=None, *, timestamp_ms=None):
         """Append `values` (a list of bytes) as one batch in the leader's epoch; returns
         the offset of the last one. They are committed once the high watermark passes
-        it. Raises `NotLeaderError` on any node that is not the leader."""
+        it. Raises `NotLeaderError` on any node that is not the leader. The batch's
+        timestamp is `timestamp_ms`, by default the time now (a state machine that stamps
+        its own view of the records with the time it wrote them passes that time)."""
         if now_ms is not None:
             self._now = now_ms
         state = self.quorum.state
@@ -973,7 +975,8 @@ class RaftCore:
         if not values:
             raise ValueError("propose() needs at least one value")
         batch = codec.encode_batch(values, base_offset=self.storage.log_end_offset,
-                                   leader_epoch=state.epoch, timestamp=self._now)
+                                   leader_epoch=state.epoch,
+                                   timestamp=self._now if timestamp_ms is None else timestamp_ms)
         if len(batch) > self.config.batch_max_bytes:
             raise InvalidAppendError(
                 f"a proposal of {len(batch)} bytes exceeds the batch limit of "

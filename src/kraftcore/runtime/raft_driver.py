@@ -130,9 +130,10 @@ class RaftDriver(RaftSide):
         finally:
             self._answers.pop(cid, None)
 
-    def propose(self, values):
-        """Append `values` as the leader; returns the last offset (raises NotLeaderError)."""
-        last = self.core.propose(values, self.clock())
+    def propose(self, values, *, timestamp_ms=None):
+        """Append `values` as the leader; returns the last offset (raises NotLeaderError).
+        `timestamp_ms`: the batch's timestamp (default: the clock now)."""
+        last = self.core.propose(values, self.clock(), timestamp_ms=timestamp_ms)
         self.kick()
         return last
 

@@ -36,8 +36,8 @@ class LocalQuorum(RaftSide):
 
     # ------------------------------------------------------------------ the Raft side
 
-    def propose(self, values):
-        last = self.core.propose(values, self.now_ms)
+    def propose(self, values, *, timestamp_ms=None):
+        last = self.core.propose(values, self.now_ms, timestamp_ms=timestamp_ms)
         self._drive()
         return last
 

@@ -133,18 +133,18 @@ class SimNode:
             return
         self._call("handle", message)
 
-    def propose(self, values):
+    def propose(self, values, *, timestamp_ms=None):
         """Propose `values`; returns the last offset. Raises NotLeaderError."""
-        offset = self._call("propose", values)
+        offset = self._call("propose", values, timestamp_ms=timestamp_ms)
         return offset
 
     def resign(self):
         self._call("resign")
 
-    def _call(self, name, *args):
+    def _call(self, name, *args, **kwargs):
         now = self.sim.scheduler.now_ms
         try:
-            result = getattr(self.core, name)(*args, now)
+            result = getattr(self.core, name)(*args, now, **kwargs)
         except RaftStateError as exc:
             raise SimViolation(f"node {self.node_id} at {now} ms: {name} raised "
                                f"RaftStateError: {exc}") from exc
