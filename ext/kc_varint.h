@@ -68,6 +68,60 @@ static inline int kc_read_varint64(const uint8_t *p, const uint8_t *end, int64_t
     return n;
 }
 
+/*
+ * Readers without an end check, for record walks that have already checked that enough
+ * bytes follow p: 5 readable bytes for the 32-bit forms, 10 for the 64-bit ones.  They
+ * read only bytes of the varint itself (never past its last byte or the 5th / 10th), and
+ * return what the checked readers return whenever the varint ends before their `end`;
+ * the caller must still check that the bytes consumed stay inside its record.
+ */
+static inline int kc_read_varint32_nb(const uint8_t *p, int32_t *out) {
+    uint32_t raw = p[0];
+    int n = 1;
+    if (raw & 0x80) {
+        uint32_t b = p[1];
+        raw = (raw & 0x7F) | ((b & 0x7F) << 7);
+        n = 2;
+        if (b & 0x80) {
+            b = p[2];
+            raw |= (b & 0x7F) << 14;
+            n = 3;
+            if (b & 0x80) {
+                b = p[3];
+                raw |= (b & 0x7F) << 21;
+                n = 4;
+                if (b & 0x80) {
+                    b = p[4];
+                    if (b >> 4) return -1;
+                    raw |= b << 28;
+                    n = 5;
+                }
+            }
+        }
+    }
+    *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1)));
+    return n;
+}
+
+static inline int kc_read_varint64_nb(const uint8_t *p, int64_t *out) {
+    uint64_t raw = p[0];
+    int n = 1;
+    if (raw & 0x80) {
+        raw &= 0x7F;
+        for (int i = 1;; i++) {
+            uint64_t b = p[i];
+            if (i == 9 && (b >> 1)) return -1;
+            raw |= (b & 0x7F) << (7 * i);
+            if (!(b & 0x80)) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+    *out = (int64_t)((raw >> 1) ^ (0ull - (raw & 1)));
+    return n;
+}
+
 static inline int kc_write_uvarint64(uint8_t *p, uint64_t value) {
     int n = 0;
     while (value > 0x7F) {

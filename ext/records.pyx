@@ -29,6 +29,10 @@ from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
 from kraftcore._py.records import (compression_codec, lz4_compress, lz4_decompress,
                                    CODEC_NAMES, _check_range)
 
+cdef extern from "kc_varint.h":
+    int kc_read_varint32_nb(const uint8_t *p, int32_t *out) nogil
+    int kc_read_varint64_nb(const uint8_t *p, int64_t *out) nogil
+
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
@@ -40,6 +44,8 @@ cdef enum:
     LOG_OVERHEAD = 12
     ATTRIBUTES_OFFSET = 21
     RECORD_BYTES_MIN = 7
+    FAST_SLACK = 16  # bytes past a record's end for `_records_well_formed`'s fast loop
+    SHAPE_BYTES = 16  # bytes of a record compared with the last one's shape (two words)
     CODEC_NONE = 0
     CODEC_LZ4 = 3
 
@@ -296,15 +302,147 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
     The next record starts where the declared length of this one ends (a walk that does
     not end exactly there fails), so finding the next record waits for one varint load,
     not for every field of this one."""
-    cdef int32_t i, h, length, off_delta, klen, vlen, hcount
+    cdef int32_t i = 0, h, length, off_delta, klen, vlen, hcount
     cdef int32_t prev_delta = -1
     cdef int64_t ts_delta
-    cdef Py_ssize_t rec_end, q, k
+    cdef Py_ssize_t rec_end, q, k, off_at, value_at
     cdef const uint8_t *lim
-    cdef int n
+    cdef int n, off_n, hcount_n
+    # the shape of the last record the fast loop parsed (see below)
+    cdef bint shaped = False
+    cdef uint64_t word0, word1, shape0 = 0, shape1 = 0, mask0 = 0, mask1 = 0
+    cdef uint8_t mask_bytes[16]
+    cdef Py_ssize_t shape_size = 0, shape_off = 0
+    cdef int shape_off_n = 0
+    cdef uint32_t raw
     if count > (end - p) // RECORD_BYTES_MIN:
         return False
-    for i in range(count):
+    # Fast loop, for every record that ends at least FAST_SLACK bytes before `end`: its
+    # varints are read without per-byte end checks (a varint is at most 10 bytes and
+    # starts at most 5 bytes past the record's end, so no read reaches `end`), and a
+    # varint that runs past the record's end is caught by one comparison after the fact.
+    # It accepts exactly what the checked loop below accepts; the records it leaves (the
+    # last few, and any it is unsure of only by position) are walked by that loop.
+    #
+    # Records of one batch usually share their shape: the same length, timestamp delta,
+    # key and value length, no headers; only the offset delta differs. When the first
+    # SHAPE_BYTES bytes of a record equal those of the last record parsed below, except
+    # for the value bits of its offset delta (same varint length), and that record's
+    # fields (length, attributes, timestamp delta, offset delta, key length, key, value
+    # length) all lay within those bytes and it had no headers, then this record parses
+    # to the same fields at the same positions, and passes the same checks, but for its
+    # offset delta and its headers count byte: only those two are read and checked.
+    while i < count and end - p >= FAST_SLACK:
+        if shaped:
+            memcpy(&word0, data + p, 8)
+            memcpy(&word1, data + p + 8, 8)
+            if (((word0 ^ shape0) & mask0) | ((word1 ^ shape1) & mask1)) == 0 and \
+                    end - p - shape_size >= FAST_SLACK and data[p + shape_size - 1] == 0:
+                raw = data[p + shape_off]
+                if shape_off_n == 2:
+                    raw = (raw & 0x7F) | (<uint32_t>data[p + shape_off + 1] << 7)
+                off_delta = <int32_t>((raw >> 1) ^ (<uint32_t>0 - (raw & 1)))
+                if off_delta <= prev_delta or off_delta > last_delta:
+                    return False
+                prev_delta = off_delta
+                p += shape_size
+                i += 1
+                continue
+        n = kc_read_varint32_nb(data + p, &length)
+        if n <= 0 or length < 6 or length > end - p - n:
+            return False
+        rec_end = p + n + length
+        if end - rec_end < FAST_SLACK:
+            break  # the checked loop takes this record
+        q = p + n + 1  # record attributes: unused
+        n = kc_read_varint64_nb(data + q, &ts_delta)
+        if n <= 0:
+            return False
+        q += n
+        off_at = q
+        n = kc_read_varint32_nb(data + q, &off_delta)
+        if n <= 0:
+            return False
+        off_n = n
+        q += n
+        n = kc_read_varint32_nb(data + q, &klen)
+        if n <= 0:
+            return False
+        q += n
+        if q > rec_end or off_delta <= prev_delta or off_delta > last_delta:
+            return False
+        prev_delta = off_delta
+        if klen < -1 or klen > rec_end - q:
+            return False
+        if klen > 0:
+            q += klen
+        n = kc_read_varint32_nb(data + q, &vlen)
+        if n <= 0:
+            return False
+        q += n
+        if q > rec_end or vlen < -1 or vlen > rec_end - q:
+            return False
+        value_at = q
+        if vlen > 0:
+            q += vlen
+        n = kc_read_varint32_nb(data + q, &hcount)
+        if n <= 0:
+            return False
+        q += n
+        hcount_n = n
+        if hcount != 0:
+            if q > rec_end or hcount < 0 or hcount > (rec_end - q) // 2:
+                return False
+            lim = data + rec_end
+            for h in range(hcount):
+                n = _read_varint32(data + q, lim, &klen)
+                if n <= 0:
+                    return False
+                q += n
+                if klen < 0 or klen > rec_end - q:
+                    return False
+                for k in range(q, q + klen):
+                    if data[k] & 0x80:
+                        return False
+                q += klen
+                n = _read_varint32(data + q, lim, &vlen)
+                if n <= 0:
+                    return False
+                q += n
+                if vlen < -1 or vlen > rec_end - q:
+                    return False
+                if vlen > 0:
+                    q += vlen
+        if q != rec_end:
+            return False
+        if not log_append:
+            if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
+               (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+                return False
+        # Remember this record's shape when it qualifies (see above): no headers (a
+        # headers count of one byte, 0, the record's last byte), its fields before the
+        # value within SHAPE_BYTES, an offset delta of 1 or 2 bytes.
+        # Only the value bits of the offset delta are masked out: its continuation
+        # bits, so its length, must match.
+        shaped = (hcount == 0 and hcount_n == 1 and value_at - p <= SHAPE_BYTES
+                  and off_n <= 2)
+        if shaped:
+            for k in range(SHAPE_BYTES):
+                mask_bytes[k] = 0xFF if k < value_at - p else 0
+            mask_bytes[off_at - p] = 0x80
+            if off_n == 2:
+                mask_bytes[off_at - p + 1] = 0x80
+            memcpy(&shape0, data + p, 8)
+            memcpy(&shape1, data + p + 8, 8)
+            memcpy(&mask0, mask_bytes, 8)
+            memcpy(&mask1, mask_bytes + 8, 8)
+            shape_size = rec_end - p
+            shape_off = off_at - p
+            shape_off_n = off_n
+        p = rec_end
+        i += 1
+    while i < count:
+        i += 1
         n = _read_varint32(data + p, data + end, &length)
         if n <= 0:
             return False
