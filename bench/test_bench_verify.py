@@ -20,9 +20,16 @@ Groups (records/s counts the metadata records of all 1000 files):
   `in-process` (`verify_in_process`) against `spark-local[2]` (`verify_with_spark` on a warm
   session; its phases are printed at the end) and `spark-local[2]-cold` (what one
   `kraftcore verify` run costs, in a process of its own: start Spark, verify, stop).
-* `spark-start`: `jvm` (`java -version`: the JVM's own start) against
-  `spark-session-local[2]` (a process that starts the quiet session and stops it) and
-  `python-import-pyspark` (the imports alone).
+* `spark-start`: `jvm` (`java -version`: the JVM's own start) against a process that
+  starts the quiet session and stops it: `spark-session-local[2]-cds-off` (no class-data
+  archive, KRAFTCORE_SPARK_CDS=0: the start before the archive existed),
+  `spark-session-local[2]-cold` (none yet: this start records one, its JVM writes it
+  after the process exits) and `spark-session-local[2]-warm` (the archive in place, as a
+  first `kraftcore verify` left it); `python-import-pyspark` is the imports alone. These
+  run interleaved, one of each per round (the machine is shared: one after the other,
+  the load would differ between them), each in its own cache directory; the times are
+  handed to pytest-benchmark afterwards (`_Replay`). `spark-local[2]-cold` runs with the
+  archive in place too.
 
 Nothing asserts on a timing; the numbers and where the time goes are printed at the end.
 """
@@ -30,8 +37,10 @@ Nothing asserts on a timing; the numbers and where the time goes are printed at 
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -58,6 +67,7 @@ PER_NODE = 100
 MASTER = "local[2]"
 ROUNDS = 3
 COLD_ROUNDS = 2
+START_ROUNDS = 5
 _STATE = {}  # name -> (median seconds, extra)
 
 
@@ -257,9 +267,10 @@ def test_spark_verify(benchmark, dataset, spark):
 
 
 @pytest.mark.benchmark(group="verify-1000-all-checks")
-def test_spark_verify_cold(benchmark, dataset, tmp_path):
+def test_spark_verify_cold(benchmark, dataset, warm_cache, tmp_path):
     """One `kraftcore verify` run as users start it, in a process of its own: import,
-    start Spark (a JVM of its own), verify, stop."""
+    start Spark (a JVM of its own, with the class-data archive an earlier run left),
+    verify, stop."""
     nodes, _, info = dataset
     report_path = tmp_path / "report.json"
     command = [sys.executable, "-m", "kraftcore.cli.main", "verify", "--snapshots",
@@ -267,7 +278,8 @@ def test_spark_verify_cold(benchmark, dataset, tmp_path):
                str(report_path)]
 
     def run():
-        subprocess.run(command, check=True, capture_output=True, timeout=900)
+        subprocess.run(command, check=True, capture_output=True, timeout=900,
+                       env=_env(warm_cache))
 
     benchmark.pedantic(run, rounds=COLD_ROUNDS)
     report = json.loads(report_path.read_text())
@@ -276,35 +288,167 @@ def test_spark_verify_cold(benchmark, dataset, tmp_path):
     _keep("verify-spark-cold", benchmark, timings=report["timings_s"])
 
 
-@pytest.mark.benchmark(group="spark-start")
-def test_jvm_start(benchmark):
-    benchmark.pedantic(lambda: subprocess.run(["java", "-version"], capture_output=True,
-                                              check=True), rounds=ROUNDS, warmup_rounds=1)
-    benchmark.extra_info.update(peer="jvm")
-    _keep("jvm", benchmark)
+# ------------------------------------------------------------------ spark start
+
+_START = f"""
+import json, time
+from pyspark import SparkContext
+from kraftcore.spark.session import build_session
+started = time.perf_counter()
+handle = build_session({MASTER!r})
+start_s = time.perf_counter() - started
+print(json.dumps({{"cds": handle.cds, "jvm": SparkContext._gateway.proc.pid,
+                  "start_s": start_s}}))
+handle.stop()
+"""
+_IMPORTS = "import pyspark.sql, pyarrow, kraftcore.spark.job"
+_CDS_STATES = {"cds-off": "off", "cold": "recording", "warm": "used"}
 
 
-@pytest.mark.benchmark(group="spark-start")
-def test_spark_session_start(benchmark):
+def _env(cache, **extra):
+    env = {k: v for k, v in os.environ.items() if k != "KRAFTCORE_SPARK_CDS"}
+    return {**env, "XDG_CACHE_HOME": str(cache), **extra}
+
+
+def _run(command, env=None):
+    started = time.perf_counter()
+    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600,
+                          env=env)
+    return time.perf_counter() - started, done.stdout
+
+
+def _jvm_exited(pid, timeout=600):
+    """Wait for a driver JVM that outlived its Python process (writing its archive)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the JVM {pid} still runs after {timeout} s")
+
+
+def _archive_written(cache, timeout=600):
+    """Wait until the archive a `kraftcore verify` process left to its JVM is written."""
+    from kraftcore.spark import session as S
+
+    directory = os.path.join(cache, "kraftcore", "spark-cds")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in os.listdir(directory) if os.path.isdir(directory) else ():
+            path = os.path.join(directory, name)
+            if S._has_header(path) and time.time() - os.stat(path).st_mtime > 2:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"no class-data archive in {directory} after {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """A cache directory holding the class-data archive as a user's first `kraftcore
+    verify` (of a small sample cluster) leaves it."""
+    from kraftcore.spark.sample import write_sample_cluster
+
+    root = tmp_path_factory.mktemp("warm-cache")
+    cluster = write_sample_cluster(str(root / "sample"), nodes=3, topics=6, partitions=3)
+    cache = root / "cache"
+    _run([sys.executable, "-m", "kraftcore.cli.main", "verify", "--snapshots",
+          *cluster.node_dirs, "--master", MASTER, "--quiet"], env=_env(cache))
+    _archive_written(cache)
+    _, out = _run([sys.executable, "-c", _START], env=_env(cache))  # puts it in place
+    assert json.loads(out.splitlines()[-1])["cds"] == "used", out
+    return cache
+
+
+@pytest.fixture(scope="module")
+def start_rounds(warm_cache, tmp_path_factory):
+    """START_ROUNDS rounds of: the JVM alone, the imports, and a session start without
+    the class-data archive (off), recording it (cold: an empty cache; its JVM is waited
+    for, outside the time) and using it (warm), in a different order each round. Per
+    kind: each round's wall time, and `build_session`'s own time and archive state."""
+    empty = tmp_path_factory.mktemp("cold-cache")
+
+    def session(kind):
+        cache = empty / "cache" if kind == "cold" else warm_cache
+        extra = {"KRAFTCORE_SPARK_CDS": "0"} if kind == "cds-off" else {}
+        wall, out = _run([sys.executable, "-c", _START], env=_env(cache, **extra))
+        sample = dict(json.loads(out.splitlines()[-1]), wall=wall)
+        assert sample["cds"] == _CDS_STATES[kind], (kind, sample)
+        if kind == "cold":
+            _jvm_exited(sample["jvm"])
+            shutil.rmtree(cache)
+        return sample
+
+    kinds = {
+        "jvm": lambda: {"wall": _run(["java", "-version"])[0]},
+        "imports": lambda: {"wall": _run([sys.executable, "-c", _IMPORTS])[0]},
+        **{kind: (lambda kind=kind: session(kind)) for kind in _CDS_STATES},
+    }
+    order = list(kinds)
+    samples = {kind: [] for kind in kinds}
+    for r in range(START_ROUNDS):
+        for kind in order[r % len(order):] + order[:r % len(order)]:
+            samples[kind].append(kinds[kind]())
+    _STATE["start-rounds"] = {
+        kind: {key: _median([s[key] for s in rows]) for key in ("wall", "start_s")
+               if key in rows[0]}
+        for kind, rows in samples.items()}
+    return samples
+
+
+def _median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if len(values) % 2 else \
+        (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+
+
+class _Replay:
+    """The timer of the spark-start benchmarks: their rounds ran interleaved in
+    `start_rounds`; each call of `step` moves this clock on by the next measured time, so
+    pytest-benchmark's statistics are those of the measured rounds."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.pending = []
+
+    def __call__(self):
+        return self.now
+
+    def step(self):
+        self.now += self.pending.pop(0)
+
+
+_REPLAY = _Replay()
+
+
+def _replay(benchmark, samples, peer):
+    _REPLAY.pending = [s["wall"] for s in samples]
+    benchmark.pedantic(_REPLAY.step, rounds=len(samples))
+    benchmark.extra_info.update(peer=peer)
+    if "start_s" in samples[0]:
+        benchmark.extra_info.update(
+            build_session_s=_median([s["start_s"] for s in samples]))
+
+
+@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+def test_jvm_start(benchmark, start_rounds):
+    _replay(benchmark, start_rounds["jvm"], "jvm")
+
+
+@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+def test_python_import(benchmark, start_rounds):
+    _replay(benchmark, start_rounds["imports"], "python-import-pyspark")
+
+
+@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+@pytest.mark.parametrize("kind", list(_CDS_STATES))
+def test_spark_session_start(benchmark, start_rounds, kind):
     """A fresh process that starts the quiet embedded session and stops it (the Python
     imports are measured on their own, `python-import-pyspark`)."""
-    code = ("from kraftcore.spark.session import build_session; "
-            f"build_session({MASTER!r}).stop()")
-    benchmark.pedantic(lambda: subprocess.run([sys.executable, "-c", code], check=True,
-                                              capture_output=True, timeout=300),
-                       rounds=ROUNDS, warmup_rounds=1)
-    benchmark.extra_info.update(peer=f"spark-session-{MASTER}")
-    _keep("session", benchmark)
-
-
-@pytest.mark.benchmark(group="spark-start")
-def test_python_import(benchmark):
-    code = "import pyspark.sql, pyarrow, kraftcore.spark.job"
-    benchmark.pedantic(lambda: subprocess.run([sys.executable, "-c", code], check=True,
-                                              capture_output=True, timeout=300),
-                       rounds=ROUNDS, warmup_rounds=1)
-    benchmark.extra_info.update(peer="python-import-pyspark")
-    _keep("imports", benchmark)
+    _replay(benchmark, start_rounds[kind], f"spark-session-{MASTER}-{kind}")
 
 
 # ------------------------------------------------------------------ summary
@@ -313,11 +457,7 @@ def _rate(records, seconds):
     return f"{records / seconds / 1e6:.2f} M records/s"
 
 
-def terminal_summary(tr):
-    """What this file prints after the suite's summary table (conftest.py)."""
-    info = _STATE.get("dataset")
-    if not info:
-        return
+def _verify_summary(tr, info):
     n = info["records"]
     tr.write_line(
         f"verify data: {info['files']} files, {n:,} records, "
@@ -342,10 +482,21 @@ def terminal_summary(tr):
             if "start_s" in extra:
                 line += f" [spark start {extra['start_s']:.2f} s]"
             tr.write_line(line)
-    if "jvm" in _STATE and "session" in _STATE:
-        jvm, session = _STATE["jvm"][0], _STATE["session"][0]
-        imports = _STATE["imports"][0] if "imports" in _STATE else 0.0
-        tr.write_line(f"  spark start: JVM alone {jvm:.2f} s; a process starting the "
-                      f"quiet Spark session {session:.2f} s, of which Python imports "
-                      f"{imports:.2f} s: Spark adds {session - imports - jvm:.2f} s to "
-                      "the JVM's own start")
+
+
+def terminal_summary(tr):
+    """What this file prints after the suite's summary table (conftest.py)."""
+    info = _STATE.get("dataset")
+    if info:
+        _verify_summary(tr, info)
+    rounds = _STATE.get("start-rounds")
+    if rounds:
+        parts = [f"{label} {rounds[kind]['wall']:.2f} s (build_session "
+                 f"{rounds[kind]['start_s']:.2f} s)"
+                 for kind, label in (("cds-off", "without the class-data archive"),
+                                     ("cold", "first start, recording it"),
+                                     ("warm", "with it"))]
+        tr.write_line(f"  spark start ({START_ROUNDS} interleaved rounds, medians): JVM "
+                      f"alone {rounds['jvm']['wall']:.2f} s, Python imports "
+                      f"{rounds['imports']['wall']:.2f} s; a process starting and stopping "
+                      f"the quiet session: {'; '.join(parts)}")

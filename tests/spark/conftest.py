@@ -8,6 +8,8 @@ snapshotting it at its own offsets (`kraftcore.spark.sample`), which gives every
 local cluster are checked in `test_sources.py`.
 """
 
+import os
+
 import pytest
 
 from kraftcore.spark.sample import write_sample_cluster
@@ -26,6 +28,20 @@ SOURCES = {
 def cluster(request, tmp_path_factory):
     """A clean set of node directories (read-only: tests that damage files copy it)."""
     return SOURCES[request.param](tmp_path_factory.mktemp(f"cluster-{request.param}"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_cache(tmp_path_factory):
+    """Spark's class-data archive (kraftcore.spark.session) goes to a cache directory of
+    the run, not the user's: every Spark this run starts, in this process or a child,
+    reads XDG_CACHE_HOME."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
 
 
 @pytest.fixture(scope="session")

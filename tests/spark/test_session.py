@@ -1,0 +1,189 @@
+"""The driver's class-data archive (`kraftcore.spark.session`): written by the first start
+of an installation, used by the next ones, never a reason for the JVM not to start, and
+off with KRAFTCORE_SPARK_CDS=0.
+
+Each Spark start here is a process of its own (the archive is read when a JVM starts and
+written when it exits) with its own cache directory (XDG_CACHE_HOME); a test that lets a
+JVM write an archive waits for that JVM to exit.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kraftcore.spark import session as S
+
+pytestmark = pytest.mark.spark
+
+START = """
+import json, sys
+from pyspark import SparkContext
+from kraftcore.spark.session import build_session
+conf = json.loads(sys.argv[1])
+handle = build_session("local[2]", conf=conf)
+assert handle.session.range(5).count() == 5
+print(json.dumps({"cds": handle.cds, "archive": handle.cds_archive,
+                  "jvm": SparkContext._gateway.proc.pid}))
+handle.stop()
+"""
+
+
+def _env(cache, **extra):
+    env = {k: v for k, v in os.environ.items() if k != S.CDS_ENV}
+    return {**env, "XDG_CACHE_HOME": str(cache), **extra}
+
+
+def _start(cache, conf=None, **env):
+    """Start and stop Spark in a new process; what `build_session` said about the archive
+    and the driver JVM's pid."""
+    result = subprocess.run([sys.executable, "-c", START, json.dumps(conf or {})],
+                            env=_env(cache, **env), capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _wait_exited(pid, timeout=600):
+    """Until the process is gone (or a zombie): a JVM writing its archive as it exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        except OSError:  # no /proc
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.2)
+    pytest.fail(f"the JVM {pid} still runs after {timeout} s")
+
+
+def _files(cache):
+    directory = os.path.join(cache, "kraftcore", "spark-cds")
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def _stem():
+    return S._archive_stem(S._java(), {})
+
+
+def test_the_archive_is_written_once_then_used(tmp_path):
+    cache = tmp_path / "cache"
+    first = _start(cache)
+    assert first["cds"] == "recording" and first["archive"] is None
+    _wait_exited(first["jvm"])
+    [part] = _files(cache)
+    assert part.startswith(_stem() + ".") and part.endswith(".part")
+    time.sleep(S._CDS_SETTLED_S + 0.5)  # a start takes a .part file once it has settled
+
+    loaded = tmp_path / "class-load.log"
+    second = _start(cache, {"spark.driver.extraJavaOptions":
+                            f"-Xlog:class+load=info:file={loaded}"})
+    assert second["cds"] == "used"
+    archive = second["archive"]
+    assert _files(cache) == [os.path.basename(archive)]
+    assert archive.endswith(f"-{os.path.getsize(archive)}.jsa")
+    # The JVM took Spark's classes from the archive instead of the jars.
+    from_archive = [line for line in loaded.read_text().splitlines()
+                    if "org.apache.spark.SparkContext " in line]
+    assert from_archive and all("shared objects file (top)" in line
+                                for line in from_archive), from_archive
+
+    inode = os.stat(archive).st_ino
+    third = _start(cache)
+    assert third["cds"] == "used" and third["archive"] == archive
+    assert os.stat(archive).st_ino == inode  # used again, not written again
+
+
+def test_a_foreign_archive_is_refused_deleted_and_spark_starts(tmp_path):
+    """An archive the JVM will not map (another program's: Spark's launcher alone, another
+    class path) under this installation's name: the JVM says so, starts anyway, and the
+    archive is deleted so that the next start writes a proper one."""
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    launcher = next(os.path.join(jars, n) for n in os.listdir(jars)
+                    if n.startswith("spark-launcher_"))
+    foreign = tmp_path / "foreign.jsa"
+    subprocess.run([S._java(), f"-XX:ArchiveClassesAtExit={foreign}", "-Xlog:cds*=off",
+                    "-cp", launcher, "org.apache.spark.launcher.Main"],
+                   capture_output=True, timeout=120)
+    assert foreign.read_bytes()[:4] == (0xF00BABA8).to_bytes(4, sys.byteorder)
+    cache = tmp_path / "cache"
+    directory = cache / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    planted = directory / f"{_stem()}-{foreign.stat().st_size}.jsa"
+    planted.write_bytes(foreign.read_bytes())
+
+    started = _start(cache)
+    assert started["cds"] == "rejected" and started["archive"] == str(planted)
+    assert not planted.exists()
+
+
+@pytest.mark.parametrize("damage", ["half", "no-header", "empty", "size-not-a-number"])
+def test_an_archive_that_is_not_whole_is_deleted_before_the_jvm_starts(tmp_path,
+                                                                       monkeypatch,
+                                                                       damage):
+    """A truncated archive would crash the JVM (SIGBUS): it never gets to see one."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    header = (0xF00BABA8).to_bytes(4, sys.byteorder)
+    name, content = {
+        "half": (f"{_stem()}-8192.jsa", header + bytes(4092)),
+        "no-header": (f"{_stem()}-4096.jsa", bytes(4096)),
+        "empty": (f"{_stem()}-0.jsa", b""),
+        "size-not-a-number": (f"{_stem()}-x.jsa", header + bytes(4092)),
+    }[damage]
+    (directory / name).write_bytes(content)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    state, options, archive = S._prepare_cds(str(workdir), {})
+    assert (state, archive) == ("recording", None)
+    assert not any("SharedArchiveFile" in o for o in options)
+    assert len(options) == 2 and options[0].startswith("-XX:ArchiveClassesAtExit=")
+    assert os.listdir(directory) == []
+
+
+def test_a_part_file_is_taken_once_complete_and_left_alone_while_written(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    part = directory / f"{_stem()}.123-abcd.part"
+    part.write_bytes(bytes(4096))  # no header yet: a JVM is still writing it
+    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert part.exists()
+
+    header = (0xF00BABA8).to_bytes(4, sys.byteorder)
+    part.write_bytes(header + bytes(4092))
+    settled = time.time() - 10
+    os.utime(part, (settled, settled))
+    state, options, archive = S._prepare_cds(str(workdir), {})
+    assert state == "used" and archive == str(directory / f"{_stem()}-4096.jsa")
+    assert options[0] == f"-XX:SharedArchiveFile={archive}"
+    assert os.listdir(directory) == [os.path.basename(archive)]
+
+
+def test_the_off_switch(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    started = _start(cache, **{S.CDS_ENV: "0"})
+    assert started["cds"] == "off" and started["archive"] is None
+    assert not cache.exists()
+    for value in ("0", "off", "false", "no", "OFF"):
+        monkeypatch.setenv(S.CDS_ENV, value)
+        assert not S._cds_wanted(None)
+    monkeypatch.setenv(S.CDS_ENV, "1")
+    assert S._cds_wanted(None) and not S._cds_wanted(False)
+    monkeypatch.delenv(S.CDS_ENV)
+    assert S._cds_wanted(None)
