@@ -290,6 +290,36 @@ cdef inline int _read_varint32(const uint8_t *p, const uint8_t *end, int32_t *ou
     return kc_read_varint32(p, end, out)
 
 
+cdef inline Py_ssize_t _headers_end(const uint8_t *data, Py_ssize_t q, Py_ssize_t rec_end,
+                                     int32_t hcount) noexcept nogil:
+    """Where the `hcount` headers starting at data[q] end, when each is well formed within
+    the record (ending at `rec_end`) and its key plain ASCII; -1 otherwise."""
+    cdef const uint8_t *lim = data + rec_end
+    cdef int32_t h, klen, vlen
+    cdef Py_ssize_t k
+    cdef int n
+    for h in range(hcount):
+        n = _read_varint32(data + q, lim, &klen)
+        if n <= 0:
+            return -1
+        q += n
+        if klen < 0 or klen > rec_end - q:
+            return -1
+        for k in range(q, q + klen):
+            if data[k] & 0x80:
+                return -1
+        q += klen
+        n = _read_varint32(data + q, lim, &vlen)
+        if n <= 0:
+            return -1
+        q += n
+        if vlen < -1 or vlen > rec_end - q:
+            return -1
+        if vlen > 0:
+            q += vlen
+    return q
+
+
 cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end,
                                int32_t count, int32_t last_delta, int64_t base_ts,
                                bint log_append) noexcept nogil:
@@ -302,7 +332,7 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
     The next record starts where the declared length of this one ends (a walk that does
     not end exactly there fails), so finding the next record waits for one varint load,
     not for every field of this one."""
-    cdef int32_t i = 0, h, length, off_delta, klen, vlen, hcount
+    cdef int32_t i = 0, length, off_delta, klen, vlen, hcount
     cdef int32_t prev_delta = -1
     cdef int64_t ts_delta
     cdef Py_ssize_t rec_end, q, k, off_at, value_at
@@ -393,26 +423,9 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
         if hcount != 0:
             if q > rec_end or hcount < 0 or hcount > (rec_end - q) // 2:
                 return False
-            lim = data + rec_end
-            for h in range(hcount):
-                n = _read_varint32(data + q, lim, &klen)
-                if n <= 0:
-                    return False
-                q += n
-                if klen < 0 or klen > rec_end - q:
-                    return False
-                for k in range(q, q + klen):
-                    if data[k] & 0x80:
-                        return False
-                q += klen
-                n = _read_varint32(data + q, lim, &vlen)
-                if n <= 0:
-                    return False
-                q += n
-                if vlen < -1 or vlen > rec_end - q:
-                    return False
-                if vlen > 0:
-                    q += vlen
+            q = _headers_end(data, q, rec_end, hcount)
+            if q < 0:
+                return False
         if q != rec_end:
             return False
         if not log_append:
@@ -486,25 +499,9 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
         q += n
         if hcount < 0 or hcount > (rec_end - q) // 2:
             return False
-        for h in range(hcount):
-            n = _read_varint32(data + q, lim, &klen)
-            if n <= 0:
-                return False
-            q += n
-            if klen < 0 or klen > rec_end - q:
-                return False
-            for k in range(q, q + klen):
-                if data[k] & 0x80:
-                    return False
-            q += klen
-            n = _read_varint32(data + q, lim, &vlen)
-            if n <= 0:
-                return False
-            q += n
-            if vlen < -1 or vlen > rec_end - q:
-                return False
-            if vlen > 0:
-                q += vlen
+        q = _headers_end(data, q, rec_end, hcount)
+        if q < 0:
+            return False
         if q != rec_end:
             return False
         if not log_append:
