@@ -32,6 +32,13 @@ class Quorum:
         self.applied = {i: [] for i in self.ids}
         self.fatal = {}
 
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
     async def start(self):
         for i in self.ids:
             self.listeners[i] = await Listener.start("127.0.0.1", 0, self._handler(i))
@@ -99,9 +106,7 @@ def run(coroutine):
 
 def test_three_drivers_elect_a_leader_and_commit_its_proposals(tmp_path):
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             last = leader.propose([b"value-%d" % i for i in range(50)])
             await quorum.until(lambda: all(
@@ -113,16 +118,12 @@ def test_three_drivers_elect_a_leader_and_commit_its_proposals(tmp_path):
             state = quorum_state.read(os.path.join(str(tmp_path), str(leader.node_id),
                                                    "__cluster_metadata-0"))
             assert state.leader_id == leader.node_id
-        finally:
-            await quorum.close()
     run(scenario())
 
 
 def test_committed_records_survive_a_restart_of_every_node(tmp_path):
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             last = leader.propose([b"kept"] * 10)
             await quorum.until(lambda: leader.core.high_watermark is not None
@@ -134,16 +135,12 @@ def test_committed_records_survive_a_restart_of_every_node(tmp_path):
             await quorum.leader()
             await quorum.until(lambda: all(
                 any(end >= last for _, end in quorum.applied[i]) for i in quorum.ids))
-        finally:
-            await quorum.close()
     run(scenario())
 
 
 def test_a_storage_failure_stops_the_node(tmp_path):
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             follower = next(d for d in quorum.drivers.values() if d is not leader)
 
@@ -155,16 +152,12 @@ def test_a_storage_failure_stops_the_node(tmp_path):
             assert isinstance(follower.failed, StorageError)
             with pytest.raises(StorageError):
                 await follower.handle_request(None)
-        finally:
-            await quorum.close()
     run(scenario())
 
 
 def test_appends_of_one_turn_share_a_batch_and_complete_on_commit(tmp_path):
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             start = leader.core.log_end_offset
             futures = [leader.append([b"a%d" % i, b"b%d" % i]) for i in range(300)]
@@ -179,17 +172,13 @@ def test_appends_of_one_turn_share_a_batch_and_complete_on_commit(tmp_path):
                 follower.append([b"x"])
             with pytest.raises(ValueError):
                 leader.append([])
-        finally:
-            await quorum.close()
     run(scenario())
 
 
 def test_appends_above_the_batch_limits_are_split(tmp_path, monkeypatch):
     monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 7)
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             start = leader.core.log_end_offset
             futures = [leader.append([b"v"] * 5) for _ in range(4)]
@@ -198,16 +187,12 @@ def test_appends_above_the_batch_limits_are_split(tmp_path, monkeypatch):
             mine = [b for b in quorum.applied[leader.node_id] if b[0] >= start]
             assert mine == [(start, start + 6), (start + 7, start + 13),
                             (start + 14, start + 19)]
-        finally:
-            await quorum.close()
     run(scenario())
 
 
 def test_appends_fail_when_the_leader_resigns_before_they_commit(tmp_path):
     async def scenario():
-        quorum = Quorum(str(tmp_path))
-        await quorum.start()
-        try:
+        async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
             others = [d for d in quorum.drivers.values() if d is not leader]
             for other in others:  # the followers stop answering: nothing can commit
@@ -218,6 +203,4 @@ def test_appends_fail_when_the_leader_resigns_before_they_commit(tmp_path):
             leader.resign()
             with pytest.raises(NotLeaderError):
                 await future
-        finally:
-            await quorum.close()
     run(scenario())
