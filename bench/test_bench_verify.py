@@ -319,16 +319,10 @@ def _run(command, env=None):
 
 def _jvm_exited(pid, timeout=600):
     """Wait for a driver JVM that outlived its Python process (writing its archive)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
-        except FileNotFoundError:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"the JVM {pid} still runs after {timeout} s")
+    from kraftcore.spark.session import wait_for_exit
+
+    if not wait_for_exit(pid, timeout):
+        raise TimeoutError(f"the JVM {pid} still runs after {timeout} s")
 
 
 def _archive_written(cache, timeout=600):

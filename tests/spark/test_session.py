@@ -49,21 +49,8 @@ def _start(cache, conf=None, **env):
 
 def _wait_exited(pid, timeout=600):
     """Until the process is gone (or a zombie): a JVM writing its archive as it exits."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return
-        except FileNotFoundError:
-            return
-        except OSError:  # no /proc
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-        time.sleep(0.2)
-    pytest.fail(f"the JVM {pid} still runs after {timeout} s")
+    if not S.wait_for_exit(pid, timeout):
+        pytest.fail(f"the JVM {pid} still runs after {timeout} s")
 
 
 def _files(cache):

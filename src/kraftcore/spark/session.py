@@ -59,7 +59,7 @@ import warnings
 from kraftcore.spark.inputs import InputError
 
 __all__ = ["check_master", "is_local", "build_session", "SparkHandle", "LOG4J2", "CDS_ENV",
-           "cds_cache_dir"]
+           "cds_cache_dir", "wait_for_exit"]
 
 _MASTER = re.compile(
     r"^(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?"
@@ -195,6 +195,27 @@ def _archive_stem(java, conf):
     name = (f"spark-driver-java{java_version}-pyspark{pyspark.__version__}"
             f"-kraftcore{__version__}-{digest.hexdigest()[:16]}")
     return re.sub(r"[^A-Za-z0-9._+-]", "_", name)
+
+
+def wait_for_exit(pid, timeout_s=600.0):
+    """Wait until process `pid` is gone (or a zombie): a driver JVM that outlives its
+    Python process while it writes its class-data archive. Returns whether it exited
+    within `timeout_s` (for tests and benchmarks that need the archive written)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        except OSError:  # no /proc
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+        time.sleep(0.2)
+    return False
 
 
 def _has_header(path, size=None):
