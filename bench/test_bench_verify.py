@@ -38,6 +38,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -387,16 +388,11 @@ def start_rounds(warm_cache, tmp_path_factory):
         for kind in order[r % len(order):] + order[:r % len(order)]:
             samples[kind].append(kinds[kind]())
     _STATE["start-rounds"] = {
-        kind: {key: _median([s[key] for s in rows]) for key in ("wall", "start_s")
+        kind: {key: statistics.median([s[key] for s in rows]) for key in ("wall", "start_s")
                if key in rows[0]}
         for kind, rows in samples.items()}
     return samples
 
-
-def _median(values):
-    values = sorted(values)
-    return values[len(values) // 2] if len(values) % 2 else \
-        (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
 
 
 class _Replay:
@@ -424,7 +420,7 @@ def _replay(benchmark, samples, peer):
     benchmark.extra_info.update(peer=peer)
     if "start_s" in samples[0]:
         benchmark.extra_info.update(
-            build_session_s=_median([s["start_s"] for s in samples]))
+            build_session_s=statistics.median([s["start_s"] for s in samples]))
 
 
 @pytest.mark.benchmark(group="spark-start", timer=_REPLAY)

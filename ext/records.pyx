@@ -320,6 +320,24 @@ cdef inline Py_ssize_t _headers_end(const uint8_t *data, Py_ssize_t q, Py_ssize_
     return q
 
 
+cdef inline bint _record_tail_ok(const uint8_t *data, Py_ssize_t q, Py_ssize_t rec_end,
+                                 int32_t hcount, int64_t ts_delta, int64_t base_ts,
+                                 bint log_append) noexcept nogil:
+    """The end of a record whose headers count was read up to data[q]: the headers fit and
+    end exactly at `rec_end`, and the record's timestamp does not overflow."""
+    if q > rec_end or hcount < 0 or hcount > (rec_end - q) // 2:
+        return False
+    if hcount and _headers_end(data, q, rec_end, hcount) != rec_end:
+        return False
+    if not hcount and q != rec_end:
+        return False
+    if not log_append:
+        if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
+           (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+            return False
+    return True
+
+
 cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end,
                                int32_t count, int32_t last_delta, int64_t base_ts,
                                bint log_append) noexcept nogil:
@@ -420,18 +438,8 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
             return False
         q += n
         hcount_n = n
-        if hcount != 0:
-            if q > rec_end or hcount < 0 or hcount > (rec_end - q) // 2:
-                return False
-            q = _headers_end(data, q, rec_end, hcount)
-            if q < 0:
-                return False
-        if q != rec_end:
+        if not _record_tail_ok(data, q, rec_end, hcount, ts_delta, base_ts, log_append):
             return False
-        if not log_append:
-            if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
-               (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
-                return False
         # Remember this record's shape when it qualifies (see above): no headers (a
         # headers count of one byte, 0, the record's last byte), its fields before the
         # value within SHAPE_BYTES, an offset delta of 1 or 2 bytes.
@@ -497,17 +505,8 @@ cdef bint _records_well_formed(const uint8_t *data, Py_ssize_t p, Py_ssize_t end
         if n <= 0:
             return False
         q += n
-        if hcount < 0 or hcount > (rec_end - q) // 2:
+        if not _record_tail_ok(data, q, rec_end, hcount, ts_delta, base_ts, log_append):
             return False
-        q = _headers_end(data, q, rec_end, hcount)
-        if q < 0:
-            return False
-        if q != rec_end:
-            return False
-        if not log_append:
-            if (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or \
-               (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
-                return False
     return p == end
 
 
