@@ -28,7 +28,7 @@ Groups (records/s counts the metadata records of all 1000 files):
   first `kraftcore verify` left it); `python-import-pyspark` is the imports alone. These
   run interleaved, one of each per round (the machine is shared: one after the other,
   the load would differ between them), each in its own cache directory; the times are
-  handed to pytest-benchmark afterwards (`_Replay`). `spark-local[2]-cold` runs with the
+  handed to pytest-benchmark afterwards (interleave.py). `spark-local[2]-cold` runs with the
   archive in place too.
 
 Nothing asserts on a timing; the numbers and where the time goes are printed at the end.
@@ -44,6 +44,7 @@ import sys
 import time
 
 import pytest
+from interleave import REPLAY, interleaved
 
 from kraftcore import codec
 from kraftcore.controller.replication import NewTopic
@@ -382,11 +383,7 @@ def start_rounds(warm_cache, tmp_path_factory):
         "imports": lambda: {"wall": _run([sys.executable, "-c", _IMPORTS])[0]},
         **{kind: (lambda kind=kind: session(kind)) for kind in _CDS_STATES},
     }
-    order = list(kinds)
-    samples = {kind: [] for kind in kinds}
-    for r in range(START_ROUNDS):
-        for kind in order[r % len(order):] + order[:r % len(order)]:
-            samples[kind].append(kinds[kind]())
+    samples = interleaved(kinds, START_ROUNDS)
     _STATE["start-rounds"] = {
         kind: {key: statistics.median([s[key] for s in rows]) for key in ("wall", "start_s")
                if key in rows[0]}
@@ -395,45 +392,25 @@ def start_rounds(warm_cache, tmp_path_factory):
 
 
 
-class _Replay:
-    """The timer of the spark-start benchmarks: their rounds ran interleaved in
-    `start_rounds`; each call of `step` moves this clock on by the next measured time, so
-    pytest-benchmark's statistics are those of the measured rounds."""
-
-    def __init__(self):
-        self.now = 0.0
-        self.pending = []
-
-    def __call__(self):
-        return self.now
-
-    def step(self):
-        self.now += self.pending.pop(0)
-
-
-_REPLAY = _Replay()
-
-
 def _replay(benchmark, samples, peer):
-    _REPLAY.pending = [s["wall"] for s in samples]
-    benchmark.pedantic(_REPLAY.step, rounds=len(samples))
+    REPLAY.replay(benchmark, [s["wall"] for s in samples])
     benchmark.extra_info.update(peer=peer)
     if "start_s" in samples[0]:
         benchmark.extra_info.update(
             build_session_s=statistics.median([s["start_s"] for s in samples]))
 
 
-@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+@pytest.mark.benchmark(group="spark-start", timer=REPLAY)
 def test_jvm_start(benchmark, start_rounds):
     _replay(benchmark, start_rounds["jvm"], "jvm")
 
 
-@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+@pytest.mark.benchmark(group="spark-start", timer=REPLAY)
 def test_python_import(benchmark, start_rounds):
     _replay(benchmark, start_rounds["imports"], "python-import-pyspark")
 
 
-@pytest.mark.benchmark(group="spark-start", timer=_REPLAY)
+@pytest.mark.benchmark(group="spark-start", timer=REPLAY)
 @pytest.mark.parametrize("kind", list(_CDS_STATES))
 def test_spark_session_start(benchmark, start_rounds, kind):
     """A fresh process that starts the quiet embedded session and stops it (the Python
