@@ -1,6 +1,7 @@
 """The driver's class-data archive (`kraftcore.spark.session`): written by the first start
 of an installation, used by the next ones, never a reason for the JVM not to start, and
-off with KRAFTCORE_SPARK_CDS=0.
+off with KRAFTCORE_SPARK_CDS=0. And the driver's JIT options, which the user's own
+override.
 
 Each Spark start here is a process of its own (the archive is read when a JVM starts and
 written when it exits) with its own cache directory (XDG_CACHE_HOME); a test that lets a
@@ -26,8 +27,13 @@ from kraftcore.spark.session import build_session
 conf = json.loads(sys.argv[1])
 handle = build_session("local[2]", conf=conf)
 assert handle.session.range(5).count() == 5
+jvm = SparkContext._gateway.jvm
+vm = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+    jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+jit = {name: vm.getVMOption(name).getValue()
+       for name in ("Tier4InvocationThreshold", "Tier4BackEdgeThreshold")}
 print(json.dumps({"cds": handle.cds, "archive": handle.cds_archive,
-                  "jvm": SparkContext._gateway.proc.pid}))
+                  "jvm": SparkContext._gateway.proc.pid, "jit": jit}))
 handle.stop()
 """
 
@@ -174,3 +180,14 @@ def test_the_off_switch(tmp_path, monkeypatch):
     assert S._cds_wanted(None) and not S._cds_wanted(False)
     monkeypatch.delenv(S.CDS_ENV)
     assert S._cds_wanted(None)
+
+
+def test_the_driver_jit_options_and_the_users_own_after_them(tmp_path):
+    """The embedded driver runs with C2's thresholds raised (`_DRIVER_JIT`); a value the
+    user gives in spark.driver.extraJavaOptions comes after them and wins."""
+    ours = _start(tmp_path / "cache", **{S.CDS_ENV: "0"})["jit"]
+    assert ours == {"Tier4InvocationThreshold": "20000", "Tier4BackEdgeThreshold": "400000"}
+    theirs = _start(tmp_path / "cache",
+                    {"spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=5000"},
+                    **{S.CDS_ENV: "0"})["jit"]
+    assert theirs == {"Tier4InvocationThreshold": "5000", "Tier4BackEdgeThreshold": "400000"}
