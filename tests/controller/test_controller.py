@@ -662,3 +662,67 @@ def test_random_operations_with_metadata_transactions_keep_the_invariants(seed):
     # first batch alone, then the rest together with a later write; seed 33 fails over
     # with a transaction half committed)
     RandomRun(seed, steps=300, batch_bytes_max=250).run()
+
+
+def _values(records, level):
+    from kraftcore.metadata.snapshot import record_versions
+    return R.encode_values(records, record_versions(records, level))
+
+
+def test_batches_another_writer_commits_in_the_epoch_are_replayed_not_adopted():
+    """`RaftDriver.append` on the active controller's node: NoOps are replayed beside the
+    controller's own writes; anything else makes it step down, so that the next active
+    controller starts from a committed image that holds those records."""
+    from kraftcore.sim.local import LocalQuorum
+
+    q = LocalQuorum()
+    level = q.controller.image.metadata_version()
+    alter = [(CONFIG_BROKER, "", [("min.insync.replicas", "set", "2")])]
+
+    q.core.propose(_values([R.NoOpRecord()], level), q.now_ms)  # commits with the write
+    assert q.call("incremental_alter_configs", alter) == [(0, None)]
+    assert q.controller.active and q.controller.foreign_batches == 1
+    assert q.controller.image.configs[(CONFIG_BROKER, "")] == {"min.insync.replicas": "2"}
+
+    foreign = R.ConfigRecord(resource_type=CONFIG_BROKER, resource_name="",
+                             name="foreign.key", value="x")
+    # A write is queued, then the other writer's batch commits: the controller learns of
+    # the foreign record in the same run, steps down, and its write is never proposed.
+    future = q.controller.incremental_alter_configs(
+        [(CONFIG_BROKER, "", [("min.insync.replicas", "set", "3")])])
+    q.core.propose(_values([foreign], level), q.now_ms)
+    q.run()
+    with pytest.raises(NotControllerError):
+        future.result(timeout=0)
+    assert not q.controller.active and q.controller.renounces == 1
+    expected = {"min.insync.replicas": "2", "foreign.key": "x"}
+    assert q.controller.image.configs[(CONFIG_BROKER, "")] == expected
+    # The quorum of one elects itself again (its resignation, then an election, each
+    # after a timeout); the new term's working image has the record.
+    for _ in range(5):
+        if q.controller.active:
+            break
+        q.run(q.now_ms + 10_000)
+    assert q.controller.active and q.controller.active_epoch > 1
+    assert q.controller.working.configs[(CONFIG_BROKER, "")] == expected
+    assert q.call("incremental_alter_configs", alter) == [(0, None)]
+
+
+def test_an_operation_that_raises_fails_its_request_and_the_controller_goes_on():
+    from kraftcore.sim.local import LocalQuorum
+
+    q = LocalQuorum()
+
+    def broken(image, now_ms):
+        return {}["missing"]
+
+    failed = q.controller.submit("broken", broken)
+    after = q.controller.incremental_alter_configs(
+        [(CONFIG_BROKER, "", [("min.insync.replicas", "set", "2")])])
+    q.run()
+    with pytest.raises(ControllerError) as info:
+        failed.result(timeout=0)
+    assert info.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "KeyError" in str(info.value) and isinstance(info.value.__cause__, KeyError)
+    assert q.controller.operation_failures == 1 and q.controller.active
+    assert after.result(timeout=0) == [(0, None)]

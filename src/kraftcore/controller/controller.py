@@ -42,7 +42,20 @@ once or with the last pending write, as in Kafka. Before metadata.version 3.3-IV
 NoOpRecord) every operation behaves like a heartbeat.
 
 Committed batches go through a `MetadataLoader` on every controller, active or standby, so
-the committed image is always current and failover needs no reload.
+the committed image is always current and failover needs no reload. On the active
+controller, a commit that ends where one of its writes ended, and holds only batches it
+proposed, is *adopted*: the working image built then is the committed image, and the
+batches are not replayed again.
+
+The active controller is the only writer of metadata records in its epoch. A batch of its
+epoch that it did not propose (another writer on its node, e.g. `RaftDriver.append`) is
+replayed into the committed image, never adopted; if it holds anything but NoOpRecords,
+the working image no longer tells the truth, and the controller renounces (the next active
+controller starts from the committed image). `foreign_batches` counts such batches.
+
+An operation that raises anything but `ControllerError` (a defect: operations only read
+the working image) fails its own request with UNKNOWN_SERVER_ERROR, the exception as its
+cause (`operation_failures` counts them); the next events run as usual.
 
 Becoming active (`claim`): Raft says this node leads epoch E, and the committed image has
 passed the epoch's start offset (so every record of earlier epochs is applied). The working
@@ -78,11 +91,20 @@ from kraftcore.metadata.delta import MetadataDelta
 from kraftcore.metadata.image import METADATA_VERSION
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import record_versions
+from kraftcore.protocol.error_codes import ErrorCode
 
 __all__ = ["QuorumController"]
 
 _TRANSACTIONS_LEVEL = R.METADATA_VERSION_LEVELS["3.6-IV1"]
 _NOOP_LEVEL = R.METADATA_VERSION_LEVELS["3.3-IV1"]
+def _record_types(batches):
+    """The types of the metadata records in committed `batches` (control batches left
+    out; the loader has already checked and applied them)."""
+    for batch in batches:
+        for _, record, _ in R.decode_batch(batch.data, verify=False, skip_control=True):
+            yield type(record)
+
+
 _MARKERS = frozenset((R.BeginTransactionRecord, R.EndTransactionRecord,
                       R.AbortTransactionRecord))
 
@@ -108,11 +130,16 @@ class QuorumController:
         self._barrier_waiting = []  # [(future, result)] of reads behind the next barrier
         self._batch = []  # values of this run's writes, proposed together (see `run`)
         self._batch_bytes = 0
+        # (base offset, last offset) of the Raft batches this controller proposed in its
+        # epoch and has not seen committed yet: what tells its own batches from others'.
+        self._own = collections.deque()
+        self.foreign_batches = 0
         self.writes = 0
         self.records_written = 0
         self.barriers = 0
         self.renounces = 0
         self.write_errors = 0
+        self.operation_failures = 0
 
     def __repr__(self):
         role = f"active in epoch {self.active_epoch}" if self.active else "standby"
@@ -157,7 +184,20 @@ class QuorumController:
         self.queue.append("leader-change", self._check_leadership, bounded=False)
 
     def _handle_commits(self, commits, now_ms):
-        if not self._adopt_own_commits(commits):
+        foreign = self._foreign(commits) if self.active else ()
+        if foreign:
+            # Batches another writer proposed on this node in this epoch (`RaftDriver.append`):
+            # replayed, never adopted. Anything in them but NoOps would change the image
+            # under the working image's feet: the controller steps down, and whoever is
+            # active next starts from the committed image.
+            self.foreign_batches += len(foreign)
+            self._written.clear()
+            self.loader.apply(commits)
+            changed = next((t for t in _record_types(foreign) if t is not R.NoOpRecord), None)
+            if changed is not None:
+                self._renounce(now_ms, f"a {changed.__name__} it did not write was committed "
+                               f"in its epoch {self.active_epoch}")
+        elif not self._adopt_own_commits(commits):
             self.loader.apply(commits)
         committed = self.loader.next_offset - 1
         parked = self._parked
@@ -196,6 +236,19 @@ class QuorumController:
         self.loader.adopt(image, sum(len(batch.data) for batch in commits))
         return True
 
+    def _foreign(self, commits):
+        """The committed batches of this controller's epoch that it did not propose."""
+        own = self._own
+        foreign = []
+        for batch in commits:
+            while own and own[0][1] < batch.base_offset:
+                own.popleft()
+            if own and own[0] == (batch.base_offset, batch.last_offset):
+                own.popleft()
+            elif batch.epoch == self.active_epoch:
+                foreign.append(batch)
+        return foreign
+
     def _handle_load_snapshot(self, snapshot_id, data, now_ms):
         if self.active:
             raise MetadataError(f"the active controller (node {self.node_id}) was asked to "
@@ -222,6 +275,7 @@ class QuorumController:
     def _claim(self, epoch, now_ms):
         self.active_epoch = epoch
         self.working = self.loader.image
+        self._own.clear()
         self._last_written = self.loader.next_offset - 1
         self.replication.on_activate()
         self.queue.prepend("complete-activation", self._complete_activation, bounded=False)
@@ -256,6 +310,7 @@ class QuorumController:
                 future.set_exception(error)
         self.working = self.loader.image
         self._written.clear()
+        self._own.clear()
         self._batch, self._batch_bytes = [], 0
         self.cluster.on_deactivate()
         self.replication.on_deactivate()
@@ -296,6 +351,15 @@ class QuorumController:
             records, result = generate(self.working, now_ms)
         except ControllerError as exc:
             future.set_exception(exc)
+            return
+        except Exception as exc:
+            # A defect in an operation (they only read the working image): that request
+            # fails, with the exception as its cause; the controller goes on.
+            self.operation_failures += 1
+            error = ControllerError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                    f"the operation failed: {type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            future.set_exception(error)
             return
         if len(records) > self.config.operation_records_max:
             future.set_exception(ControllerError(
@@ -364,6 +428,7 @@ class QuorumController:
             try:
                 for chunk in chunks:
                     last = self.raft.propose(chunk, timestamp_ms=now_ms)
+                    self._own.append((last - len(chunk) + 1, last))
                     if first is None:
                         # The offset of records[0]: the transaction's Begin record is first.
                         first = last - len(chunk) + 2
@@ -407,6 +472,8 @@ class QuorumController:
         if last != expected:
             self._renounce(now_ms, f"the batch of this run's writes was appended up to offset "
                            f"{last}, not {expected} as its writes were told")
+            return
+        self._own.append((last - len(batch) + 1, last))
 
     def _chunks(self, values, level):
         """One chunk when the values fit in a batch; else a metadata transaction."""
