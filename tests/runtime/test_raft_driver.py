@@ -3,12 +3,13 @@ commit what it proposes durably, recover it after a restart, and stop on a stora
 failure."""
 
 import asyncio
+import dataclasses
 import os
 import random
 
 import pytest
 
-from kraftcore.errors import NotLeaderError, StorageError
+from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
 from kraftcore.log import quorum_state
 from kraftcore.log.raft_storage import FileRaftStorage
 from kraftcore.net import Listener, PeerPool
@@ -203,4 +204,75 @@ def test_appends_fail_when_the_leader_resigns_before_they_commit(tmp_path):
             leader.resign()
             with pytest.raises(NotLeaderError):
                 await future
+    run(scenario())
+
+
+def _small_batches(driver, batch_max_bytes=4096):
+    driver.core.config = dataclasses.replace(driver.core.config,
+                                             batch_max_bytes=batch_max_bytes)
+
+
+def test_a_call_with_a_refused_value_fails_and_the_calls_around_it_commit(tmp_path):
+    """A value the core refuses (its batch would pass batch_max_bytes) fails its own call,
+    whose other values are then not proposed; the calls before and after commit."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            _small_batches(leader)
+            start = leader.core.log_end_offset
+            before = leader.append([b"a"])
+            refused = leader.append([b"x" * 5000, b"y"])
+            after = leader.append([b"c"])
+            assert await before == start
+            with pytest.raises(InvalidAppendError):
+                await refused
+            assert await after == start + 1  # b"y" was dropped with its call
+            mine = [b for b in quorum.applied[leader.node_id] if b[0] >= start]
+            assert mine == [(start, start), (start + 1, start + 1)]
+    run(scenario())
+
+
+def test_appends_are_batched_within_the_cores_batch_size(tmp_path):
+    """Many small values, each call fitting easily: the batches `append` builds stay under
+    batch_max_bytes once encoded (their framing counted), so every call commits."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            _small_batches(leader)
+            start = leader.core.log_end_offset
+            offsets = await asyncio.gather(*[leader.append([b"v" * 50]) for _ in range(300)])
+            assert offsets == list(range(start, start + 300))
+            mine = [b for b in quorum.applied[leader.node_id] if b[0] >= start]
+            assert len(mine) > 1 and mine[-1][1] == start + 299
+    run(scenario())
+
+
+def test_a_storage_error_while_proposing_fails_every_waiting_append(tmp_path):
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+
+            def broken_append(batch, epoch):
+                raise StorageError("write failed: ENOSPC")
+            leader.storage.append_as_leader = broken_append
+            futures = [leader.append([b"a"]), leader.append([b"b"])]
+            results = await asyncio.wait_for(
+                asyncio.gather(*futures, return_exceptions=True), 5)
+            assert all(isinstance(r, StorageError) for r in results), results
+            assert isinstance(leader.failed, StorageError)
+    run(scenario())
+
+
+def test_a_closed_driver_refuses_appends_and_requests(tmp_path):
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            pending = leader.append([b"a"])
+            await quorum.stop_driver(leader.node_id)
+            with pytest.raises(NotLeaderError):
+                await pending
+            with pytest.raises(LogClosedError):
+                leader.append([b"b"])
+            with pytest.raises(LogClosedError):
+                await leader.handle_request(None)
     run(scenario())

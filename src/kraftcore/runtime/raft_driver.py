@@ -20,11 +20,18 @@ A drive takes every Ready the core has, in order:
    waiting `handle_request` calls) and `on_persisted` called for each, in order.
 
 Appending as a library (`append(values)`): values appended in one event-loop turn go to
-the core as one batch at the start of the next drive, and each call's asyncio future
-gives the offset of its last value once the high watermark has passed it (the commit, made
-durable on a majority). If this node stops leading before then, the future fails with
-`NotLeaderError`: the values may or may not be committed later. The values must be what
-the log's state machine expects (on a controller, metadata records).
+the core together at the start of the next drive, in batches of at most
+APPEND_BATCH_RECORDS_MAX values and APPEND_BATCH_BYTES_MAX value bytes, kept within the
+core's `batch_max_bytes` once framed; each call's asyncio future gives the offset of its
+last value once the high watermark has passed it (the commit, made durable on a
+majority). If this node stops leading before then, the future fails with `NotLeaderError`:
+the values may or may not be committed later. A value the core refuses (a batch of it
+alone would pass `batch_max_bytes`) fails its call with `InvalidAppendError`, and the
+call's values not yet proposed are dropped; a storage error fails every waiting call and
+the node. After `close()`, `append` raises `LogClosedError`. The values must be what the
+log's state machine expects; on a node with a controller, the active controller is the
+metadata log's writer, and only NoOpRecords may be appended beside it (anything else makes
+it step down, see `kraftcore.controller.controller`).
 
 Persistence runs on the event-loop thread: the log is not shared with another thread, and
 while an fsync blocks, the sockets keep buffering, so the next drive takes a bigger group.
@@ -39,8 +46,8 @@ import collections
 import logging
 import random
 
-from kraftcore.errors import (InvalidAppendError, KraftcoreError, NotLeaderError,
-                              RaftStateError)
+from kraftcore.errors import (InvalidAppendError, KraftcoreError, LogClosedError,
+                              NotLeaderError, RaftStateError)
 from kraftcore.log import quorum_state
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
@@ -56,6 +63,11 @@ READYS_PER_DRIVE_MAX = 10_000
 # The most values, and value bytes, `append` puts in one batch.
 APPEND_BATCH_RECORDS_MAX = 10_000
 APPEND_BATCH_BYTES_MAX = 1 << 20
+# What a batch adds to its values, for `append` to keep within the core's batch_max_bytes:
+# the batch header, and per record at most its framing (length, attributes, timestamp and
+# offset deltas, key length, value length, header count).
+BATCH_OVERHEAD_BYTES = 61
+RECORD_OVERHEAD_BYTES_MAX = 21
 # quorum-state data version written (Kafka's version 1 file).
 QUORUM_STATE_DATA_VERSION = 1
 
@@ -79,6 +91,11 @@ def _requester(body):
     except (AttributeError, IndexError, TypeError):
         pass
     return -1
+
+
+def _fail_future(future, error):
+    if not future.done():
+        future.set_exception(error)
 
 
 class RaftDriver(RaftSide):
@@ -156,32 +173,47 @@ class RaftDriver(RaftSide):
         return future
 
     def _propose_appending(self):
-        """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits."""
-        values, futures = self._appending, self._appending_futures
+        """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits and
+        the core's batch size. A call whose values are refused (in whichever of its
+        batches) fails with the core's error, and its values not yet proposed are dropped;
+        the other calls go on. Any other error fails every call not yet proposed, and is
+        raised (the drive then fails the node)."""
+        values, calls = self._appending, collections.deque(self._appending_futures)
         self._appending, self._appending_futures = [], []
-        start = 0
-        waiting = iter(futures)
-        pending = next(waiting, None)
-        while start < len(values):
-            end, size = start, 0
-            while end < len(values) and end - start < APPEND_BATCH_RECORDS_MAX and (
-                    end == start or size + len(values[end]) <= APPEND_BATCH_BYTES_MAX):
-                size += len(values[end])
-                end += 1
-            try:
-                last = self.core.propose(values[start:end], self.clock())
-                error = None
-            except (NotLeaderError, InvalidAppendError) as exc:
-                error = exc
-            while pending is not None and pending[0] < end:
-                index, future = pending
-                if error is not None:
-                    if not future.done():
-                        future.set_exception(error)
-                else:
-                    self._uncommitted.append((last - (end - 1 - index), future))
-                pending = next(waiting, None)
-            start = end
+        budget = min(APPEND_BATCH_BYTES_MAX,
+                     self.core.config.batch_max_bytes - BATCH_OVERHEAD_BYTES)
+        start = first = 0  # first: the index of the first value of calls[0]
+        try:
+            while start < len(values):
+                end, size = start, 0
+                while end < len(values) and end - start < APPEND_BATCH_RECORDS_MAX and (
+                        end == start
+                        or size + len(values[end]) + RECORD_OVERHEAD_BYTES_MAX <= budget):
+                    size += len(values[end]) + RECORD_OVERHEAD_BYTES_MAX
+                    end += 1
+                try:
+                    last = self.core.propose(values[start:end], self.clock())
+                    error = None
+                except (NotLeaderError, InvalidAppendError) as exc:
+                    error = exc
+                while calls and calls[0][0] < end:  # the calls whose last value is in it
+                    index, future = calls.popleft()
+                    first = index + 1
+                    if error is not None:
+                        _fail_future(future, error)
+                    else:
+                        self._uncommitted.append((last - (end - 1 - index), future))
+                if error is not None and calls and first < end:
+                    # the next call has values in the refused batch: it fails, and its
+                    # other values are not proposed
+                    index, future = calls.popleft()
+                    _fail_future(future, error)
+                    end = first = index + 1
+                start = end
+        except BaseException as exc:
+            for _, future in calls:
+                _fail_future(future, exc)
+            raise
 
     def _settle_appends(self, ready):
         """Complete the futures of committed appends; fail them all on a leader change."""
@@ -196,9 +228,7 @@ class RaftDriver(RaftSide):
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
             while uncommitted:
-                _, future = uncommitted.popleft()
-                if not future.done():
-                    future.set_exception(error)
+                _fail_future(uncommitted.popleft()[1], error)
 
     def resign(self):
         self.core.resign(self.clock())
@@ -323,10 +353,13 @@ class RaftDriver(RaftSide):
         self._appending, self._appending_futures = [], []
         self._uncommitted.clear()
         for future in futures:
-            if not future.done():
-                future.set_exception(exc)
+            _fail_future(future, exc)
 
     def close(self):
+        """Stop driving: pending appends fail with NotLeaderError; afterwards `append` and
+        `handle_request` raise LogClosedError and no drive touches the storage."""
+        if self.failed is None:
+            self.failed = LogClosedError(f"node {self.node_id}: the Raft driver is closed")
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
