@@ -547,6 +547,18 @@ def _describe_lines(doc):
     return lines
 
 
+def _check_result(result, what, action, topic=None):
+    """The controller's answer for one topic or config resource: one line for a missing
+    answer, an unknown `topic` (when one is named) and any other error."""
+    if result is None:
+        raise AdminError(f"the controller's answer does not mention {what}")
+    if topic is not None and result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        raise AdminError(f"topic {topic!r} does not exist")
+    if result.error_code:
+        raise AdminError(f"cannot {action} {what}: "
+                         f"{_error(result.error_code, result.error_message)}")
+
+
 async def _topics_metadata(admin, names):
     response = await admin.read(m.MetadataRequest, _metadata_request(names))
     found = []
@@ -583,12 +595,8 @@ async def _topics_create(admin, args):
                  for k, v in args.config_map.items()])], timeout_ms=args.timeout_ms)
     response = await admin.write(cls, lambda version: body, lambda r: any(
         _is_not_controller(t.error_code) for t in r.topics))
-    result = next((t for t in response.topics if t.name == args.topic), None)
-    if result is None:
-        raise AdminError(f"the controller's answer does not mention topic {args.topic!r}")
-    if result.error_code:
-        raise AdminError(f"cannot create topic {args.topic!r}: "
-                         f"{_error(result.error_code, result.error_message)}")
+    _check_result(next((t for t in response.topics if t.name == args.topic), None),
+                  f"topic {args.topic!r}", "create")
     return [f"Created topic {args.topic}."]
 
 
@@ -603,14 +611,8 @@ async def _topics_delete(admin, args):
 
     response = await admin.write(cls, build, lambda r: any(
         _is_not_controller(t.error_code) for t in r.responses))
-    result = next((t for t in response.responses if t.name == args.topic), None)
-    if result is None:
-        raise AdminError(f"the controller's answer does not mention topic {args.topic!r}")
-    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise AdminError(f"topic {args.topic!r} does not exist")
-    if result.error_code:
-        raise AdminError(f"cannot delete topic {args.topic!r}: "
-                         f"{_error(result.error_code, result.error_message)}")
+    _check_result(next((t for t in response.responses if t.name == args.topic), None),
+                  f"topic {args.topic!r}", "delete", args.topic)
     return [f"Deleted topic {args.topic}."]
 
 
@@ -674,14 +676,8 @@ async def _configs_set(admin, args):
                                                    configs=configs)])
     response = await admin.write(cls, lambda version: body, lambda r: any(
         _is_not_controller(x.error_code) for x in r.responses))
-    if not response.responses:
-        raise AdminError(f"the controller's answer does not mention {what}")
-    result = response.responses[0]
-    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise AdminError(f"topic {args.topic!r} does not exist")
-    if result.error_code:
-        raise AdminError(f"cannot change the configs of {what}: "
-                         f"{_error(result.error_code, result.error_message)}")
+    _check_result(response.responses[0] if response.responses else None, what,
+                  "change the configs of", args.topic)
     return [done]
 
 
@@ -732,13 +728,7 @@ async def _configs_get(admin, args):
     response = await admin.read(cls, build)
     result = next((r for r in response.results
                    if (r.resource_type, r.resource_name) == resource), None)
-    if result is None:
-        raise AdminError(f"the controller's answer does not mention {what}")
-    if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-        raise AdminError(f"topic {args.topic!r} does not exist")
-    if result.error_code:
-        raise AdminError(f"cannot describe the configs of {what}: "
-                         f"{_error(result.error_code, result.error_message)}")
+    _check_result(result, what, "describe the configs of", args.topic)
     version = response.decoded_version or 0
     docs = [_config_doc(c, version, own_source) for c in result.configs]
     if not args.all:
