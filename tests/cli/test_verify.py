@@ -165,3 +165,22 @@ def test_the_progress_line(tmp_path):
     assert tty.text.endswith("\r")
     progress("after clear")  # silent once cleared
     assert "after clear" not in tty.text
+
+
+def test_spark_that_does_not_start_is_one_line_naming_its_log(capsys, node, monkeypatch,
+                                                              tmp_path):
+    from kraftcore.spark.session import SparkStartError
+
+    log = tmp_path / "work" / "spark.log"
+    log.parent.mkdir()
+    log.write_text("what the JVM said\n")
+
+    def fails(*args, **kwargs):
+        raise SparkStartError(RuntimeError("Java gateway process exited before sending its "
+                                           "port number"), str(log))
+
+    monkeypatch.setattr("kraftcore.spark.session.build_session", fails)
+    status, out, err = _run(capsys, "--snapshots", node, "--quiet")
+    assert status == verify_cli.EXIT_SPARK and out == ""
+    _one_line_error(err, "Spark did not start", "Java gateway process exited", str(log))
+    assert "Traceback" in log.read_text()  # the details went to the log

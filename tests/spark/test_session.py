@@ -10,6 +10,7 @@ JVM write an archive waits for that JVM to exit.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -191,3 +192,72 @@ def test_the_driver_jit_options_and_the_users_own_after_them(tmp_path):
                     {"spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=5000"},
                     **{S.CDS_ENV: "0"})["jit"]
     assert theirs == {"Tier4InvocationThreshold": "5000", "Tier4BackEdgeThreshold": "400000"}
+
+
+def test_the_java_feature_release():
+    assert [S._java_feature(v) for v in ("17.0.15", "1.8.0_392", "11.0.2", "21", "", None)] \
+        == [17, 8, 11, 21, None, None]
+
+
+@pytest.mark.parametrize("version", ['"1.8.0_392"', '"11.0.2"', "unknown"])
+def test_a_jvm_older_than_13_gets_no_archive_options(tmp_path, monkeypatch, version):
+    """JDK 8 refuses -Xlog and JDK 11 -XX:ArchiveClassesAtExit: the JVM would not start."""
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text("#!/bin/sh\n")
+    (home / "bin" / "java").chmod(0o755)
+    (home / "release").write_text(f"JAVA_VERSION={version}\n" if version != "unknown" else "")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_path,
+                                                                          monkeypatch):
+    """No JVM here: Spark's getOrCreate is made to fail as a JVM that dies at start does,
+    after writing to its output (the log, in quiet mode)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(S.CDS_ENV, raising=False)
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    archive = directory / f"{_stem()}-4096.jsa"
+    archive.write_bytes((0xF00BABA8).to_bytes(4, sys.byteorder) + bytes(4092))
+
+    def dies(builder):
+        os.write(1, b"the JVM's last words\n")
+        raise RuntimeError("Java gateway process exited before sending its port number")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", dies)
+    with pytest.raises(S.SparkStartError) as info:
+        S.build_session("local[1]")
+    assert str(info.value) == "Java gateway process exited before sending its port number"
+    log = info.value.log_path
+    with open(log) as f:
+        assert "the JVM's last words" in f.read()
+    assert not archive.exists()  # used by the start that failed: the next one records anew
+    shutil.rmtree(os.path.dirname(log))
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_an_archive_the_jvm_refused_is_dropped_unless_another_took_its_place(tmp_path,
+                                                                             replaced):
+    archive = tmp_path / "archive.jsa"
+    archive.write_bytes(b"the one the JVM was given")
+    (tmp_path / "cds.log").write_text("[warning][cds] the archive was refused\n")
+    handle = S.SparkHandle(None, str(tmp_path), None, owned=False, cds="used",
+                           cds_archive=str(archive))
+    handle._cds_identity = S._identity(str(archive))
+    if replaced:  # another process put a new archive under the same name since
+        (tmp_path / "new.jsa").write_bytes(b"a newer one")
+        os.replace(tmp_path / "new.jsa", archive)
+    S._check_cds(handle)
+    assert handle.cds == "rejected"
+    assert archive.exists() == replaced

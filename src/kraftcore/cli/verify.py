@@ -14,6 +14,7 @@ While it runs, a progress line on stderr says what it is doing (a line per phase
 stderr is not a terminal); `--quiet` turns it off.
 """
 
+import contextlib
 import os
 import sys
 import threading
@@ -167,7 +168,7 @@ def run(args, *, spark=None, out=None, err=None):
         return EXIT_USAGE
 
     from kraftcore.spark.job import verify_with_spark
-    from kraftcore.spark.session import build_session
+    from kraftcore.spark.session import SparkStartError, build_session
 
     progress = ProgressLine(err, enabled=not args.quiet)
     handle = None
@@ -188,12 +189,16 @@ def run(args, *, spark=None, out=None, err=None):
     except Exception as exc:  # the JVM, Py4J or an executor failed
         failed = True
         progress.clear()
+        log_path = exc.log_path if isinstance(exc, SparkStartError) else \
+            handle.log_path if handle is not None else None
         where = ""
-        if handle is not None:
-            with open(handle.log_path, "a") as log:
+        if log_path is not None:
+            with contextlib.suppress(OSError), open(log_path, "a") as log:
                 traceback.print_exc(file=log)
-            where = f" (details in {handle.log_path})"
-        _error(err, f"the Spark job failed: {_spark_failure(exc)}{where}")
+            where = f" (details in {log_path})"
+        what = "Spark did not start" if isinstance(exc, SparkStartError) else \
+            "the Spark job failed"
+        _error(err, f"{what}: {_spark_failure(exc)}{where}")
         return EXIT_SPARK
     finally:
         if handle is not None:

@@ -30,9 +30,12 @@ runs with `-XX:SharedArchiveFile`, which maps the classes instead of loading the
 * An archive that is not whole (its size differs from its name, no header) is deleted
   before the JVM starts (a truncated archive would crash the JVM), and that start records
   a new one; one the JVM refuses (it logs why to `cds.log` in the work directory) is
-  deleted after the start, and the next start records a new one. A JVM never fails to
-  start for it: an unreadable cache directory, a path Spark cannot pass to the JVM, or
-  another process writing the archive just means this start goes without.
+  deleted after the start (unless another process has put a new one in its place since),
+  and the next start records a new one. A JVM never fails to start for it: an unreadable
+  cache directory, a path Spark cannot pass to the JVM, a Java older than 13 or another
+  process writing the archive just means this start goes without; and a start that fails
+  for whatever reason deletes the archive it was given (`SparkStartError` then names the
+  kept log).
 * Off: `KRAFTCORE_SPARK_CDS=0` (or `build_session(..., cds=False)`); nothing is read or
   written then. `SparkHandle.cds` says what a start did.
 * The first start, the one that records the archive, is slower (the JVM notes where each
@@ -65,8 +68,8 @@ import warnings
 
 from kraftcore.spark.inputs import InputError
 
-__all__ = ["check_master", "is_local", "build_session", "SparkHandle", "LOG4J2", "CDS_ENV",
-           "cds_cache_dir", "wait_for_exit"]
+__all__ = ["check_master", "is_local", "build_session", "SparkHandle", "SparkStartError",
+           "LOG4J2", "CDS_ENV", "cds_cache_dir", "wait_for_exit"]
 
 _MASTER = re.compile(
     r"^(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?"
@@ -144,6 +147,7 @@ def _output_to(path):
 # ------------------------------------------------------------------ class-data archive
 
 CDS_ENV = "KRAFTCORE_SPARK_CDS"
+_CDS_JAVA_MIN = 13  # -XX:ArchiveClassesAtExit (dynamic archives) came with JDK 13
 _CDS_MAGIC = 0xF00BABA8  # the first 4 bytes of a HotSpot dynamic archive, its header
 _CDS_SETTLED_S = 1.0  # a .part file with a header, untouched for this long: complete
 _CDS_WRITING_S = 600.0  # a .part file younger than this without a header is being written
@@ -171,6 +175,28 @@ def _java():
     return os.path.realpath(java) if java and os.path.isfile(java) else None
 
 
+def _java_release(java):
+    """The `release` file of the JDK `java` belongs to, and the JAVA_VERSION it names
+    ("17.0.15", "1.8.0_392"); ("", None) when there is none."""
+    java_home = os.path.dirname(os.path.dirname(java))
+    try:
+        with open(os.path.join(java_home, "release"), encoding="utf-8",
+                  errors="replace") as f:
+            release = f.read()
+    except OSError:
+        return "", None
+    found = re.search(r'^JAVA_VERSION="?([^"\n]+)', release, re.M)
+    return release, found.group(1) if found else None
+
+
+def _java_feature(version):
+    """The feature release of a JAVA_VERSION ("17.0.15" -> 17, "1.8.0_392" -> 8), or None."""
+    parts = re.findall(r"\d+", version or "")
+    if not parts:
+        return None
+    return int(parts[1]) if parts[0] == "1" and len(parts) > 1 else int(parts[0])
+
+
 def _archive_stem(java, conf):
     """The archive's name (without its size): versions for people, a digest for the JVM,
     which refuses an archive once its own files, the class path or a jar changed."""
@@ -185,14 +211,9 @@ def _archive_stem(java, conf):
     def add(*parts):
         digest.update(repr(parts).encode())
 
-    java_version = "unknown"
-    with contextlib.suppress(OSError):
-        with open(os.path.join(java_home, "release"), encoding="utf-8",
-                  errors="replace") as f:
-            release = f.read()
-        add(release)
-        found = re.search(r'^JAVA_VERSION="?([^"\n]+)', release, re.M)
-        java_version = found.group(1) if found else java_version
+    release, java_version = _java_release(java)
+    add(release)
+    java_version = java_version or "unknown"
     for path in (java, os.path.join(java_home, "lib", "modules"),
                  os.path.join(java_home, "lib", "server", "libjvm.so"),
                  os.path.join(java_home, "lib", "server", "classes.jsa")):
@@ -270,6 +291,9 @@ def _prepare_cds(workdir, conf):
     directory = cds_cache_dir()
     if java is None or _CDS_UNSAFE.search(directory + workdir):
         return "unavailable", [], None
+    feature = _java_feature(_java_release(java)[1])
+    if feature is None or feature < _CDS_JAVA_MIN:
+        return "unavailable", [], None  # older JVMs refuse the options, and would not start
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         stem = _archive_stem(java, conf)
@@ -316,12 +340,23 @@ def _prepare_cds(workdir, conf):
         return "unavailable", [], None
 
 
+def _identity(path):
+    """(device, inode) of the file at `path`, or None."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino)
+
+
 def _check_cds(handle):
-    """After the start: drop an archive the JVM refused (it said why in cds.log)."""
+    """After the start: drop an archive the JVM refused (it said why in cds.log) — the
+    file it was given, not one another process has put in its place since."""
     log = os.path.join(handle.workdir, "cds.log")
     with contextlib.suppress(OSError):
         if os.path.getsize(log) > 0:
-            _remove(handle.cds_archive)
+            if _identity(handle.cds_archive) == handle._cds_identity:
+                _remove(handle.cds_archive)
             handle.cds = "rejected"
 
 
@@ -331,6 +366,15 @@ def _preload():
     pyarrow: ~0.35 s), on a thread while the driver JVM starts, instead of after it."""
     with contextlib.suppress(Exception):
         importlib.import_module("pyspark.testing.utils")
+
+
+class SparkStartError(RuntimeError):
+    """Spark did not start. `log_path`: the file the JVM (and Spark) wrote to, kept in
+    its work directory for the user to read. The message is the original error's."""
+
+    def __init__(self, error, log_path):
+        super().__init__(str(error) or type(error).__name__)
+        self.log_path = log_path
 
 
 class SparkHandle:
@@ -346,6 +390,7 @@ class SparkHandle:
         # "unavailable" (see the module's docstring).
         self.cds = cds
         self.cds_archive = cds_archive
+        self._cds_identity = None  # (device, inode) of cds_archive when the JVM got it
 
     def stop(self, keep_log=False):
         """Stop the session (if this handle started it) and remove the work directory
@@ -384,6 +429,7 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
         if _cds_wanted(cds):
             cds_state, options, cds_archive = _prepare_cds(workdir, conf)
             java_options += options
+    cds_identity = _identity(cds_archive)
     extra_java_options = conf.pop("spark.driver.extraJavaOptions", None)
     if extra_java_options:
         java_options.append(extra_java_options)
@@ -422,12 +468,22 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                     session = builder.getOrCreate()
             else:
                 session = builder.getOrCreate()
+            session.sparkContext.setLogLevel("ERROR")
+        except Exception as exc:
+            if cds_state == "used":
+                # Whatever stopped the JVM, it will not be this archive next time: the
+                # next start records a new one.
+                _remove(cds_archive)
+            raise SparkStartError(exc, log_path) from exc
+        except BaseException:  # interrupted: nothing to keep
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
         finally:
             if preload is not None:  # within the warning filter, whatever happens
                 preload.join()
-    session.sparkContext.setLogLevel("ERROR")
     handle = SparkHandle(session, workdir, log_path, owned=owned, cds=cds_state,
                          cds_archive=cds_archive)
+    handle._cds_identity = cds_identity
     if cds_state == "used":
         _check_cds(handle)
     return handle
