@@ -538,3 +538,82 @@ def test_a_real_efbig_reaches_the_caller_and_the_log_survives(tmp_path):
     check(clean=True)
     os.unlink(path / MARKER)
     check(clean=False)
+
+
+# ================================================================ failures racing a close or roll
+
+
+def _slow_failing_sync(monkeypatch, started):
+    """fileio.sync fails once with EIO, 0.3 s after it was called (`started` is set)."""
+    real = fileio.sync
+    state = {"failed": False}
+
+    def sync(fd):
+        if not state["failed"]:
+            state["failed"] = True
+            started.set()
+            threading.Event().wait(0.3)
+            raise OSError(errno.EIO, "injected fsync failure")
+        real(fd)
+
+    monkeypatch.setattr(fileio, "sync", sync)
+
+
+@pytest.mark.parametrize("then", ["close", "roll"])
+def test_a_sync_that_fails_while_a_close_or_roll_waits_is_not_counted_durable(
+        tmp_path, monkeypatch, then):
+    """A close (or a roll) that waits for a failing fsync of another thread must not seal
+    the segment and count its records durable: the kernel may have dropped them. The log
+    is then not marked clean, and its recovery point stays where the last good sync was."""
+    path = tmp_path / "race-0"
+    log = Log.open(path, fsync="never", segment_bytes=1 << 20)
+    log.append(values(0, 10), timestamp=TS)
+    durable = log.flush()
+    log.append(values(10, 10), timestamp=TS)
+    started = threading.Event()
+    _slow_failing_sync(monkeypatch, started)
+    errors = []
+
+    def flush():
+        try:
+            log.flush()
+        except StorageError as exc:
+            errors.append(exc)
+
+    flusher = threading.Thread(target=flush, daemon=True)
+    flusher.start()
+    assert started.wait(5)
+    if then == "close":
+        log.close()
+    else:
+        with pytest.raises(LogClosedError):
+            log.roll()
+    flusher.join(5)
+    assert len(errors) == 1 and errors[0].errno == errno.EIO
+    assert log.recovery_point == durable
+    log.close()
+    assert not os.path.exists(path / MARKER)
+    from kraftcore.log import checkpoint
+    written = checkpoint.read_offset(str(path), checkpoint.RECOVERY_POINT)
+    assert written is None or written <= durable
+
+
+def test_close_does_not_wait_forever_for_an_interval_flush(tmp_path, monkeypatch):
+    """`fsync="interval"`: a close that comes while the flush thread is on its way to the
+    log's lock returns (it used to hold the lock while joining that thread)."""
+    log = Log.open(tmp_path / "interval-0", fsync="interval", fsync_interval_ms=5)
+    entered = threading.Event()
+    real = log._sync_now
+
+    def slow_sync_now():
+        entered.set()
+        threading.Event().wait(0.3)
+        return real()
+
+    monkeypatch.setattr(log, "_sync_now", slow_sync_now)
+    log.append(values(0, 5), timestamp=TS)
+    assert entered.wait(5)
+    closer = threading.Thread(target=log.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "close() deadlocked with the interval flush"

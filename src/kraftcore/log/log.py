@@ -150,6 +150,7 @@ class Log:
         self._ticker = None
         self._closed = False
         self._failed = None  # the StorageError that took the log offline
+        self._offline = False  # whether `_go_offline` has cut the log to what is durable
         self.recovery = RecoveryReport()
 
     # ================================================================ opening
@@ -501,6 +502,9 @@ class Log:
     def _roll(self, now):
         old = self._segments[-1]
         with self._sync_lock:
+            if self._failed is not None:  # a sync failed while this waited for the lock
+                self._go_offline(self._failed)
+                self._check_writable()
             try:
                 old.seal()
             except OSError as exc:  # its sync may have failed: nothing is known durable
@@ -572,8 +576,11 @@ class Log:
         try:
             active.sync()
         except OSError as exc:
-            self._sync_lock.release()
             error = _storage_error(exc, f"syncing {self.path}")
+            # Failed before `_sync_lock` goes: a thread waiting for it while holding `_lock`
+            # (a roll, `close`) must not seal and count as durable what this sync lost.
+            self._failed = error
+            self._sync_lock.release()
             self._go_offline(error)
             raise error from exc
         with self._durable:
@@ -586,6 +593,8 @@ class Log:
         with self._lock:
             if self._failed is None:
                 self._failed = error
+            if not self._offline:
+                self._offline = True
                 self._leo = max(min(self._leo, self._durable_offset), self._log_start)
                 self._hw = min(self._hw, self._leo)
             with self._durable:
@@ -832,17 +841,20 @@ class Log:
     def close(self):
         """Make everything durable, seal the active segment, write the checkpoints and the
         clean-shutdown marker (so the next open skips the scan), and release the files."""
+        if self._ticker is not None:
+            # Outside the lock: its flush may be waiting for the lock, and stop() joins it.
+            self._ticker.stop()
         with self._lock:
             if self._closed:
                 return
-            if self._ticker is not None:
-                self._ticker.stop()
             try:
-                if self._failed is None:
-                    with self._sync_lock:
+                with self._sync_lock:
+                    durable = self._failed is None  # also after a sync that failed meanwhile
+                    if durable:
                         self._segments[-1].seal()
                         with self._durable:
                             self._durable_offset = max(self._durable_offset, self._leo)
+                if durable:
                     self._write_epochs()
                     self._write_checkpoints(self._clock())
                     fileio.write_atomic(
