@@ -617,3 +617,31 @@ def test_close_does_not_wait_forever_for_an_interval_flush(tmp_path, monkeypatch
     closer.start()
     closer.join(10)
     assert not closer.is_alive(), "close() deadlocked with the interval flush"
+
+
+def test_a_log_start_whose_checkpoint_fails_is_not_taken_and_a_retry_works(tmp_path,
+                                                                          monkeypatch):
+    from kraftcore.log import checkpoint
+
+    path = tmp_path / "start-0"
+    log = Log.open(path, fsync="never", segment_bytes=4096)
+    for base in range(0, 200, 20):
+        log.append(values(base, 20), timestamp=TS)
+    log.update_high_watermark(log.log_end_offset)
+    segments = len(os.listdir(path))
+    real = checkpoint.write_offset
+
+    def full_disk(directory, name, offset):
+        if name == checkpoint.LOG_START_OFFSET:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(directory, name, offset)
+
+    monkeypatch.setattr(checkpoint, "write_offset", full_disk)
+    with pytest.raises(StorageError):
+        log.advance_log_start_offset(100)
+    assert log.log_start_offset == 0 and len(os.listdir(path)) == segments
+    monkeypatch.setattr(checkpoint, "write_offset", real)
+    assert log.advance_log_start_offset(100) is True
+    assert log.log_start_offset == 100 and len(os.listdir(path)) < segments
+    assert checkpoint.read_offset(str(path), checkpoint.LOG_START_OFFSET) == 100
+    log.close()

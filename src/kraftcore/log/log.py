@@ -736,15 +736,20 @@ class Log:
                 raise InvalidOffsetError(
                     f"cannot move the log start offset to {offset}: above the high "
                     f"watermark {self._hw}")
-            self._log_start = offset
-            try:
-                checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, offset)
-            except OSError as exc:
-                raise _storage_error(exc, f"writing the log start of {self.path}") from exc
+            self._write_log_start(offset)
             if self._epochs.truncate_from_start(offset):
                 self._write_epochs()
             self._delete_segments_below(offset)
             return True
+
+    def _write_log_start(self, offset):
+        """Checkpoint the new log start, then take it: a failed write leaves both as they
+        were, so a retry does it again."""
+        try:
+            checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, offset)
+        except OSError as exc:
+            raise _storage_error(exc, f"writing the log start of {self.path}") from exc
+        self._log_start = offset
 
     def _delete_segments_below(self, offset):
         """Delete leading segments whose every offset is below `offset` (never the last)."""
@@ -788,8 +793,7 @@ class Log:
         if doomed:
             new_start = self._segments[doomed].base_offset
             if new_start > self._log_start:
-                self._log_start = new_start
-                checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, new_start)
+                self._write_log_start(new_start)
                 if self._epochs.truncate_from_start(new_start):
                     self._write_epochs()
             self._delete_segments_below(new_start)
