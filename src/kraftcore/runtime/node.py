@@ -173,6 +173,10 @@ class BrokerRole(_Wakeup):
         if lifecycle.done:
             if not self.done.done():
                 self.done.set_result(lifecycle.error)
+                if lifecycle.error is not None:
+                    # e.g. the controller refused the registration for good: the process
+                    # must not go on unregistered (and exit 0 when stopped)
+                    node.fail(lifecycle.error)
             return
         interval = self.node.config.broker_heartbeat_interval_ms
         if now >= self._next_isr_check_ms:

@@ -1,0 +1,38 @@
+"""`Node` in one event loop (no processes): how a node ends when its broker side cannot go
+on."""
+
+import asyncio
+import random
+
+from kraftcore.cli.cluster import free_ports, node_properties
+from kraftcore.protocol.uuid import Uuid
+from kraftcore.runtime.config import NodeConfig
+from kraftcore.runtime.node import Node
+
+FAST = [("controller.quorum.election.timeout.ms", "300"),
+        ("controller.quorum.fetch.timeout.ms", "600"),
+        ("broker.heartbeat.interval.ms", "200"),
+        ("broker.session.timeout.ms", "4000")]
+
+
+def test_a_broker_the_controller_refuses_for_good_stops_with_exit_code_1(tmp_path):
+    """Formatted for another cluster: the controller answers INCONSISTENT_CLUSTER_ID, and
+    the broker node stops by itself, non-zero, instead of running on unregistered."""
+    async def scenario():
+        controller_port, broker_port, unused = free_ports(3)
+        voters = {1: controller_port}
+        controller = Node(NodeConfig.from_text(node_properties(
+            1, ("controller",), voters, {"controller": controller_port, "broker": 0},
+            str(tmp_path / "n1"), FAST)), str(Uuid.random(random.Random(1))))
+        broker = Node(NodeConfig.from_text(node_properties(
+            2, ("broker",), voters, {"controller": unused, "broker": broker_port},
+            str(tmp_path / "n2"), FAST)), str(Uuid.random(random.Random(2))))
+        await controller.start()
+        try:
+            code = await asyncio.wait_for(broker.run(), 30)
+        finally:
+            await controller.stop()
+        assert code == 1
+        assert broker.broker.lifecycle.error is not None
+        assert "INCONSISTENT_CLUSTER_ID" in str(broker.broker.lifecycle.error)
+    asyncio.run(scenario())
