@@ -267,3 +267,54 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" not in result.stderr
     result = kraftcore("cluster", "down", "--dir", str(tmp_path), check=False)
     assert result.returncode == 1 and "no cluster" in result.stderr
+
+
+def _children(pid):
+    """The pids whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_signals_while_the_cluster_starts_stop_every_node_started(tmp_path):
+    """SIGTERM as soon as the nodes are started, before the quorum has a leader (so before
+    cluster.json), then a second one while they stop: no node outlives the supervisor,
+    which exits 1 (the cluster never came up)."""
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers", "1",
+         "--brokers", "1", "--dir", str(tmp_path / "c"), *sum((["--set", s] for s in FAST),
+                                                                [])],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    nodes = []
+    try:
+        nodes = wait_for("both nodes started",
+                         lambda: len(_children(supervisor.pid)) == 2 and
+                         _children(supervisor.pid))
+        supervisor.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(WAIT_S) == 1
+        wait_for("every node gone", lambda: not any(_alive(pid) for pid in nodes))
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+        for pid in nodes:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

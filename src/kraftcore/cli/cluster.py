@@ -122,9 +122,9 @@ async def quorum_leader(address, timeout_s=2.0):
         else None
 
 
-def _wait_for_leader(voters):
+def _wait_for_leader(voters, stopping=()):
     deadline = time.monotonic() + LEADER_WAIT_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping:
         for port in voters.values():
             leader = asyncio.run(quorum_leader(("127.0.0.1", port)))
             if leader is not None:
@@ -151,15 +151,26 @@ def up(directory, controllers, brokers, combined, overrides, out=print):
     out(f"cluster {cluster_id}: {len(voters)} controllers, "
         f"{sum('broker' in n[1] for n in nodes)} brokers in {directory}")
     processes = {}
+    # Ctrl-C and SIGTERM are noted from here on, not obeyed at once: whether they come while
+    # the nodes start, while they run or while they stop, every node is stopped (a node
+    # runs in a session of its own and would outlive this process).
+    stopping = []
+    previous = {s: signal.signal(s, lambda signum, frame: stopping.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    clean = False
     try:
         for node_id, roles, port, node_dir, path in nodes:
-            log_file = open(os.path.join(node_dir, "node.log"), "ab")
-            processes[node_id] = subprocess.Popen(
-                [sys.executable, "-m", "kraftcore.cli.main", "start", path],
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
-            log_file.close()
-        leader = _wait_for_leader(voters)
+            if stopping:
+                break
+            with open(os.path.join(node_dir, "node.log"), "ab") as log_file:
+                processes[node_id] = subprocess.Popen(
+                    [sys.executable, "-m", "kraftcore.cli.main", "start", path],
+                    stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+        leader = None if stopping else _wait_for_leader(voters, stopping)
+        if stopping:
+            out("stopped before the cluster was up")
+            return 1
         if leader is None:
             raise ClusterError(f"no controller reported a leader within {LEADER_WAIT_S} s; see "
                                f"the node.log files under {directory}")
@@ -176,39 +187,36 @@ def up(directory, controllers, brokers, combined, overrides, out=print):
         os.replace(tmp, os.path.join(directory, CLUSTER_FILE))
         out(f"quorum leader: node {leader}; cluster description in "
             f"{os.path.join(directory, CLUSTER_FILE)}")
-        _supervise(processes, nodes, out)
+        clean = _supervise(processes, out, stopping)
     finally:
-        _stop_all(processes, nodes, out)
+        clean = _stop_all(processes, nodes, out) and clean
         try:
             os.remove(os.path.join(directory, CLUSTER_FILE))
         except FileNotFoundError:
             pass
-    return 0
-
-
-def _supervise(processes, nodes, out):
-    stopping = []
-
-    def on_signal(signum, frame):
-        stopping.append(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        reported = set()
-        while not stopping:
-            for node_id, process in processes.items():
-                if node_id not in reported and process.poll() is not None:
-                    reported.add(node_id)
-                    out(f"node {node_id} exited with status {process.returncode}")
-            time.sleep(POLL_S)
-    finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    return 0 if clean else 1
+
+
+def _supervise(processes, out, stopping):
+    """Until Ctrl-C or SIGTERM: report nodes that exit. Returns whether none did."""
+    reported = set()
+    while not stopping:
+        for node_id, process in processes.items():
+            if node_id not in reported and process.poll() is not None:
+                reported.add(node_id)
+                out(f"node {node_id} exited with status {process.returncode}")
+        time.sleep(POLL_S)
+    return not reported
 
 
 def _stop_all(processes, nodes, out):
+    """SIGTERM to the brokers, then to the controllers; a node that does not stop within
+    STOP_GRACE_S is killed. Returns whether every node stopped cleanly (exit status 0)."""
     if not processes:
-        return
+        return True
+    clean = True
     out("stopping the cluster: brokers first, then controllers")
     roles = {node[0]: node[1] for node in nodes}
     for group in ([i for i in processes if "controller" not in roles[i]],
@@ -224,7 +232,9 @@ def _stop_all(processes, nodes, out):
                 out(f"node {node_id} did not stop in {STOP_GRACE_S} s: killing it")
                 process.kill()
                 process.wait()
+            clean = clean and process.returncode == 0
     out("cluster stopped")
+    return clean
 
 
 def down(directory, out=print):

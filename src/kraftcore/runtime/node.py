@@ -410,6 +410,7 @@ class Node:
             except asyncio.TimeoutError:
                 log.warning("node %s: the controlled shutdown did not finish in %s ms",
                             self.node_id, SHUTDOWN_TIMEOUT_MS)
+                self.exit_code = 1  # stopped, but not cleanly: its leaderships did not move
         if graceful and self.driver is not None and self.driver.failed is None \
                 and self.driver.core.role == "leader":
             self.driver.resign()
