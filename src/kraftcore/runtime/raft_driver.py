@@ -48,6 +48,7 @@ import random
 
 from kraftcore.errors import (InvalidAppendError, KraftcoreError, LogClosedError,
                               NotLeaderError, RaftStateError)
+from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
@@ -63,10 +64,9 @@ READYS_PER_DRIVE_MAX = 10_000
 # The most values, and value bytes, `append` puts in one batch.
 APPEND_BATCH_RECORDS_MAX = 10_000
 APPEND_BATCH_BYTES_MAX = 1 << 20
-# What a batch adds to its values, for `append` to keep within the core's batch_max_bytes:
-# the batch header, and per record at most its framing (length, attributes, timestamp and
-# offset deltas, key length, value length, header count).
-BATCH_OVERHEAD_BYTES = 61
+# What a record adds to its value at most, for `append` to keep its batches within the
+# core's batch_max_bytes (with the batch header, RECORD_BATCH_OVERHEAD_BYTES): length,
+# attributes, timestamp and offset deltas, key length, value length, header count.
 RECORD_OVERHEAD_BYTES_MAX = 21
 # quorum-state data version written (Kafka's version 1 file).
 QUORUM_STATE_DATA_VERSION = 1
@@ -181,7 +181,7 @@ class RaftDriver(RaftSide):
         values, calls = self._appending, collections.deque(self._appending_futures)
         self._appending, self._appending_futures = [], []
         budget = min(APPEND_BATCH_BYTES_MAX,
-                     self.core.config.batch_max_bytes - BATCH_OVERHEAD_BYTES)
+                     self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
         start = first = 0  # first: the index of the first value of calls[0]
         try:
             while start < len(values):
