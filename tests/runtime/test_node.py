@@ -36,3 +36,33 @@ def test_a_broker_the_controller_refuses_for_good_stops_with_exit_code_1(tmp_pat
         assert broker.broker.lifecycle.error is not None
         assert "INCONSISTENT_CLUSTER_ID" in str(broker.broker.lifecycle.error)
     asyncio.run(scenario())
+
+
+def test_a_node_whose_start_fails_closes_what_it_had_opened(tmp_path):
+    """The broker's port is taken: `run` raises, and the metadata log (opened before the
+    listener) is closed again, so the directory can be opened at once."""
+    import socket
+
+    from kraftcore.errors import ListenError
+    from kraftcore.log.raft_storage import FileRaftStorage
+
+    async def scenario():
+        controller_port, broker_port = free_ports(2)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", broker_port))
+            taken.listen()
+            config = NodeConfig.from_text(node_properties(
+                1, ("controller", "broker"), {1: controller_port},
+                {"controller": controller_port, "broker": broker_port},
+                str(tmp_path / "n1"), FAST))
+            node = Node(config, str(Uuid.random(random.Random(1))))
+            try:
+                await node.run()
+            except ListenError:
+                pass
+            else:
+                raise AssertionError("the node started on a port in use")
+        FileRaftStorage.open(config.metadata_partition_dir).close()
+        with socket.create_server(("127.0.0.1", controller_port)):
+            pass  # the controller listener let its port go
+    asyncio.run(scenario())

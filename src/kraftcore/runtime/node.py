@@ -72,7 +72,8 @@ class _Wakeup:
 
     def _fire(self):
         self._handle = None
-        self._wake()
+        if not self.node.closing:  # the listeners, the pool and the log are going away
+            self._wake()
 
 
 class ControllerRole(_Wakeup):
@@ -294,6 +295,7 @@ class Node:
         self.broker_endpoints = []
         self.stopped = None
         self.exit_code = 0
+        self.closing = False  # set once the roles' work is over and the resources go
 
     # ------------------------------------------------------------------ facade for the
     # controller API (kraftcore.runtime.controller_api)
@@ -390,7 +392,11 @@ class Node:
     async def run(self):
         """Start, run until SIGTERM / SIGINT (or a fatal error), stop; returns the exit
         code."""
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:  # e.g. a port in use: close what was opened before it
+            await self.stop(graceful=False)
+            raise
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             try:
@@ -415,6 +421,7 @@ class Node:
                 and self.driver.core.role == "leader":
             self.driver.resign()
             await asyncio.sleep(RESIGN_GRACE_MS / 1000)
+        self.closing = True
         for listener in self.listeners:
             await listener.close()
         if self.pool is not None:
