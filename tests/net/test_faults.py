@@ -366,3 +366,24 @@ def test_connections_beyond_the_listener_limit_are_closed_at_once(caplog):
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"node-3: refused the connection from {HOST}:")
     assert lines[0].endswith("already 1 connections open (max_connections)")
+
+
+def test_a_peer_that_never_answers_api_versions_is_a_connect_error():
+    """It accepts the connection and stays silent: the negotiation of the connect times
+    out, and `open` raises ConnectError (what a failed connect raises), not a closed
+    connection."""
+    async def scenario():
+        async def silent(reader, writer):
+            await reader.read()  # until the client goes
+            writer.close()
+
+        server = await asyncio.start_server(silent, HOST, 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(ConnectError, match="did not answer ApiVersions"):
+                await Connection.open(HOST, port, negotiate_versions=True,
+                                      connect_timeout_ms=200)
+        finally:
+            server.close()
+            await server.wait_closed()
+    run(scenario)

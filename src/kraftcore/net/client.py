@@ -558,6 +558,11 @@ class Connection:
                 f"{self._where()} ({len(self._inflight)} requests in flight) and was not sent; "
                 "retry, or raise timeout_ms or the in-flight limit", self.address))
             self._compact_queue()
+        elif req.state is _INFLIGHT and self._state is _NEGOTIATING:
+            # The ApiVersions of the connect: the connect fails (`open` raises ConnectError).
+            self._shutdown(ConnectError, f"{self.host}:{self.port} did not answer "
+                           f"{req.describe()} within {req.timeout_ms} ms; check that the node "
+                           "runs and speaks Kafka's protocol on that port")
         elif req.state is _INFLIGHT:
             self._finish(req, None, RequestTimeoutError(
                 f"{req.describe()} got no response within {req.timeout_ms} ms on the "
