@@ -167,7 +167,7 @@ def up(directory, controllers, brokers, combined, overrides, out=print):
                     [sys.executable, "-m", "kraftcore.cli.main", "start", path],
                     stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True)
-        leader = None if stopping else _wait_for_leader(voters, stopping)
+        leader = _wait_for_leader(voters, stopping)  # None at once when stopping
         if stopping:
             out("stopped before the cluster was up")
             return 1
