@@ -23,9 +23,10 @@ Groups (records/s counts the metadata records of all 1000 files):
 * `spark-start`: `jvm` (`java -version`: the JVM's own start) against a process that
   starts the quiet session and stops it: `spark-session-local[2]-cds-off` (no class-data
   archive, KRAFTCORE_SPARK_CDS=0: the start before the archive existed),
-  `spark-session-local[2]-cold` (none yet: this start records one, its JVM writes it
-  after the process exits) and `spark-session-local[2]-warm` (the archive in place, as a
-  first `kraftcore verify` left it); `python-import-pyspark` is the imports alone. These
+  `spark-session-local[2]-cold` (none yet, the first start of an installation: it goes
+  without and leaves a recorder process to write one once it has stopped, waited for
+  outside the time) and `spark-session-local[2]-warm` (the archive in place, as a first
+  `kraftcore verify` left it); `python-import-pyspark` is the imports alone. These
   run interleaved, one of each per round (the machine is shared: one after the other,
   the load would differ between them), each in its own cache directory; the times are
   handed to pytest-benchmark afterwards (interleave.py). `spark-local[2]-cold` runs with the
@@ -204,7 +205,8 @@ def test_in_process_verify(benchmark, dataset):
 def spark():
     from kraftcore.spark.session import build_session
 
-    handle = build_session(MASTER, app_name="kraftcore-bench")
+    # Warm once started; no class-data archive, whose recorder would run after it.
+    handle = build_session(MASTER, app_name="kraftcore-bench", cds=False)
     yield handle.session
     handle.stop()
 
@@ -294,17 +296,16 @@ def test_spark_verify_cold(benchmark, dataset, warm_cache, tmp_path):
 
 _START = f"""
 import json, time
-from pyspark import SparkContext
 from kraftcore.spark.session import build_session
 started = time.perf_counter()
 handle = build_session({MASTER!r})
 start_s = time.perf_counter() - started
-print(json.dumps({{"cds": handle.cds, "jvm": SparkContext._gateway.proc.pid,
+print(json.dumps({{"cds": handle.cds, "recorder": handle.cds_recorder,
                   "start_s": start_s}}))
 handle.stop()
 """
 _IMPORTS = "import pyspark.sql, pyarrow, kraftcore.spark.job"
-_CDS_STATES = {"cds-off": "off", "cold": "recording", "warm": "used"}
+_CDS_STATES = {"cds-off": "off", "cold": "scheduled", "warm": "used"}
 
 
 def _env(cache, **extra):
@@ -319,12 +320,13 @@ def _run(command, env=None):
     return time.perf_counter() - started, done.stdout
 
 
-def _jvm_exited(pid, timeout=600):
-    """Wait for a driver JVM that outlived its Python process (writing its archive)."""
+def _recorder_exited(pid, timeout=600):
+    """Wait for the recorder a first start left behind (it exits once its JVM has written
+    the archive)."""
     from kraftcore.spark.session import wait_for_exit
 
     if not wait_for_exit(pid, timeout):
-        raise TimeoutError(f"the JVM {pid} still runs after {timeout} s")
+        raise TimeoutError(f"the recorder {pid} still runs after {timeout} s")
 
 
 def _archive_written(cache, timeout=600):
@@ -362,9 +364,10 @@ def warm_cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def start_rounds(warm_cache, tmp_path_factory):
     """START_ROUNDS rounds of: the JVM alone, the imports, and a session start without
-    the class-data archive (off), recording it (cold: an empty cache; its JVM is waited
-    for, outside the time) and using it (warm), in a different order each round. Per
-    kind: each round's wall time, and `build_session`'s own time and archive state."""
+    the class-data archive (off), before it exists (cold: an empty cache; the recorder it
+    starts is waited for, outside the time) and using it (warm), in a different order
+    each round. Per kind: each round's wall time, and `build_session`'s own time and
+    archive state."""
     empty = tmp_path_factory.mktemp("cold-cache")
 
     def session(kind):
@@ -374,7 +377,7 @@ def start_rounds(warm_cache, tmp_path_factory):
         sample = dict(json.loads(out.splitlines()[-1]), wall=wall)
         assert sample["cds"] == _CDS_STATES[kind], (kind, sample)
         if kind == "cold":
-            _jvm_exited(sample["jvm"])
+            _recorder_exited(sample["recorder"])
             shutil.rmtree(cache)
         return sample
 
@@ -461,7 +464,7 @@ def terminal_summary(tr):
         parts = [f"{label} {rounds[kind]['wall']:.2f} s (build_session "
                  f"{rounds[kind]['start_s']:.2f} s)"
                  for kind, label in (("cds-off", "without the class-data archive"),
-                                     ("cold", "first start, recording it"),
+                                     ("cold", "first start, archive recorded after"),
                                      ("warm", "with it"))]
         tr.write_line(f"  spark start ({START_ROUNDS} interleaved rounds, medians): JVM "
                       f"alone {rounds['jvm']['wall']:.2f} s, Python imports "

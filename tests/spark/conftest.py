@@ -55,6 +55,7 @@ def spark():
                     "(pyspark's mapInArrow needs pandas too)")
     from kraftcore.spark.session import build_session
 
-    handle = build_session("local[2]", app_name="kraftcore-tests")
+    # No class-data archive: it would be recorded by a process of its own after this run.
+    handle = build_session("local[2]", app_name="kraftcore-tests", cds=False)
     yield handle.session
     handle.stop()

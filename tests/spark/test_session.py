@@ -1,11 +1,11 @@
-"""The driver's class-data archive (`kraftcore.spark.session`): written by the first start
-of an installation, used by the next ones, never a reason for the JVM not to start, and
-off with KRAFTCORE_SPARK_CDS=0. And the driver's JIT options, which the user's own
-override.
+"""The driver's class-data archive (`kraftcore.spark.session`, `kraftcore.spark.recorder`):
+recorded in the background after the first start of an installation, used by the next
+ones, never a reason for the JVM not to start, and off with KRAFTCORE_SPARK_CDS=0. And the
+driver's JIT options, which the user's own override.
 
 Each Spark start here is a process of its own (the archive is read when a JVM starts and
 written when it exits) with its own cache directory (XDG_CACHE_HOME); a test that lets a
-JVM write an archive waits for that JVM to exit.
+recorder write an archive waits for the recorder to exit.
 """
 
 import json
@@ -34,7 +34,7 @@ vm = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
 jit = {name: vm.getVMOption(name).getValue()
        for name in ("Tier4InvocationThreshold", "Tier4BackEdgeThreshold")}
 print(json.dumps({"cds": handle.cds, "archive": handle.cds_archive,
-                  "jvm": SparkContext._gateway.proc.pid, "jit": jit}))
+                  "recorder": handle.cds_recorder, "jit": jit}))
 handle.stop()
 """
 
@@ -46,7 +46,7 @@ def _env(cache, **extra):
 
 def _start(cache, conf=None, **env):
     """Start and stop Spark in a new process; what `build_session` said about the archive
-    and the driver JVM's pid."""
+    (its state, the archive, the recorder's pid) and the driver's JIT options."""
     result = subprocess.run([sys.executable, "-c", START, json.dumps(conf or {})],
                             env=_env(cache, **env), capture_output=True, text=True,
                             timeout=600)
@@ -55,9 +55,10 @@ def _start(cache, conf=None, **env):
 
 
 def _wait_exited(pid, timeout=600):
-    """Until the process is gone (or a zombie): a JVM writing its archive as it exits."""
+    """Until the process is gone (or a zombie): the recorder, which exits once its JVM
+    has written the archive."""
     if not S.wait_for_exit(pid, timeout):
-        pytest.fail(f"the JVM {pid} still runs after {timeout} s")
+        pytest.fail(f"the recorder {pid} still runs after {timeout} s")
 
 
 def _files(cache):
@@ -72,10 +73,14 @@ def _stem():
 def test_the_archive_is_written_once_then_used(tmp_path):
     cache = tmp_path / "cache"
     first = _start(cache)
-    assert first["cds"] == "recording" and first["archive"] is None
-    _wait_exited(first["jvm"])
-    [part] = _files(cache)
-    assert part.startswith(_stem() + ".") and part.endswith(".part")
+    assert first["cds"] == "scheduled" and first["recorder"] is not None
+    part = first["archive"]
+    assert os.path.basename(part).startswith(_stem() + ".") and part.endswith(".part")
+    # Claimed: a start meanwhile goes without and starts no second recorder.
+    meanwhile = _start(cache)
+    assert (meanwhile["cds"], meanwhile["recorder"]) == ("unavailable", None)
+    _wait_exited(first["recorder"])
+    assert _files(cache) == [os.path.basename(part)] and S._has_header(part)
     time.sleep(S._CDS_SETTLED_S + 0.5)  # a start takes a .part file once it has settled
 
     loaded = tmp_path / "class-load.log"
@@ -141,10 +146,10 @@ def test_an_archive_that_is_not_whole_is_deleted_before_the_jvm_starts(tmp_path,
     workdir = tmp_path / "work"
     workdir.mkdir()
     state, options, archive = S._prepare_cds(str(workdir), {})
-    assert (state, archive) == ("recording", None)
-    assert not any("SharedArchiveFile" in o for o in options)
-    assert len(options) == 2 and options[0].startswith("-XX:ArchiveClassesAtExit=")
-    assert os.listdir(directory) == []
+    assert (state, options) == ("scheduled", [])
+    # Only the claim of a new recording is left: an empty .part file.
+    assert os.listdir(directory) == [os.path.basename(archive)]
+    assert archive.endswith(".part") and os.path.getsize(archive) == 0
 
 
 def test_a_part_file_is_taken_once_complete_and_left_alone_while_written(tmp_path,
@@ -167,6 +172,73 @@ def test_a_part_file_is_taken_once_complete_and_left_alone_while_written(tmp_pat
     assert state == "used" and archive == str(directory / f"{_stem()}-4096.jsa")
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert os.listdir(directory) == [os.path.basename(archive)]
+
+
+def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
+                                                                      monkeypatch):
+    """The recorder does nothing while the process that started Spark still has it open
+    (its pipe). Then Spark does not start in it (here: a heap the JVM refuses): no
+    archive, the claim becomes a `.failed` mark saying why, and no start schedules another
+    recorder until `_CDS_RETRY_S` has passed."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    state, _, part = S._prepare_cds(str(workdir), {})
+    assert state == "scheduled"
+    pid, pipe = S._start_recorder(part, "local[1]",
+                                  {"spark.driver.extraJavaOptions": "-Xms4g"})
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    time.sleep(3)
+    assert not S.wait_for_exit(pid, 0.1)  # still waiting for the pipe's end
+    assert os.listdir(directory) == [os.path.basename(part)]
+    pipe.close()
+    _wait_exited(pid, timeout=300)
+    mark = directory / f"{_stem()}.failed"
+    assert os.listdir(directory) == [mark.name]
+    assert "SparkStartError" in mark.read_text() and "spark.log" in mark.read_text()
+
+    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert mark.exists()
+    long_ago = time.time() - S._CDS_RETRY_S - 1
+    os.utime(mark, (long_ago, long_ago))
+    state, _, part = S._prepare_cds(str(workdir), {})
+    assert state == "scheduled" and os.listdir(directory) == [os.path.basename(part)]
+
+
+def test_a_claim_left_untouched_is_taken_for_abandoned(tmp_path, monkeypatch):
+    """A recorder touches its claim; one untouched for `_CDS_WRITING_S` lost its recorder
+    (killed, a reboot): marked failed, so that a recorder that cannot survive here is not
+    started again at once."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    _, _, part = S._prepare_cds(str(workdir), {})
+    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)  # still young
+    long_ago = time.time() - S._CDS_WRITING_S - 1
+    os.utime(part, (long_ago, long_ago))
+    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    mark = directory / f"{_stem()}.failed"
+    assert os.listdir(directory) == [mark.name]
+    assert "stopped without writing the archive" in mark.read_text()
+
+
+def test_a_start_goes_without_when_another_holds_the_cache_lock(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(S, "_CDS_LOCK_WAIT_S", 0.2)
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    holder = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    finally:
+        os.close(holder)
+    assert S._prepare_cds(str(workdir), {})[0] == "scheduled"
 
 
 def test_the_off_switch(tmp_path, monkeypatch):
@@ -244,12 +316,30 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
         assert "the JVM's last words" in f.read()
     assert not archive.exists()  # used by the start that failed: the next one records anew
     shutil.rmtree(os.path.dirname(log))
+    # No archive: this start claims a recording; failing, it gives the claim up (and
+    # starts no recorder).
+    with pytest.raises(S.SparkStartError) as info:
+        S.build_session("local[1]")
+    assert os.listdir(directory) == []
+    shutil.rmtree(os.path.dirname(info.value.log_path))
+    # The user's own class-data options: kraftcore's stay out (no claim either).
+    for option in ("-Xshare:off", "-XX:SharedArchiveFile=/tmp/theirs.jsa"):
+        seen = {}
+        monkeypatch.setattr(SparkSession.Builder, "getOrCreate",
+                            lambda builder: seen.update(builder._options) or dies(builder))
+        with pytest.raises(S.SparkStartError) as info:
+            S.build_session("local[1]", conf={"spark.driver.extraJavaOptions": option})
+        assert os.listdir(directory) == []
+        options = seen["spark.driver.extraJavaOptions"]
+        assert option in options and "ArchiveClassesAtExit" not in options
+        assert options.count("SharedArchiveFile") == option.count("SharedArchiveFile")
+        shutil.rmtree(os.path.dirname(info.value.log_path))
 
 
 @pytest.mark.parametrize("replaced", [False, True])
 def test_an_archive_the_jvm_refused_is_dropped_unless_another_took_its_place(tmp_path,
                                                                              replaced):
-    archive = tmp_path / "archive.jsa"
+    archive = tmp_path / "stem-25.jsa"
     archive.write_bytes(b"the one the JVM was given")
     (tmp_path / "cds.log").write_text("[warning][cds] the archive was refused\n")
     handle = S.SparkHandle(None, str(tmp_path), None, owned=False, cds="used",
@@ -261,3 +351,8 @@ def test_an_archive_the_jvm_refused_is_dropped_unless_another_took_its_place(tmp
     S._check_cds(handle)
     assert handle.cds == "rejected"
     assert archive.exists() == replaced
+    # Dropped: no new recording for a while (the reason may be in the settings), and why.
+    mark = tmp_path / "stem.failed"
+    assert mark.exists() != replaced
+    if not replaced:
+        assert "the archive was refused" in mark.read_text()

@@ -15,12 +15,17 @@ worker.
 
 Start-up (embedded mode). Most of Spark's start is the driver JVM loading, verifying and
 interpreting some 12,000 classes of Spark's jars. The driver therefore gets a class-data
-archive (JDK Application Class-Data Sharing, dynamic archive, JDK 13 or later): the first
-start of a given installation runs its JVM with `-XX:ArchiveClassesAtExit`, so the JVM
-writes the classes it loaded to a `.part` file when it exits (after this process does:
-the command never waits for it); a later start checks that file (HotSpot writes the
-archive's header last, so a header means a complete file), renames it into place and
-runs with `-XX:SharedArchiveFile`, which maps the classes instead of loading them.
+archive (JDK Application Class-Data Sharing, dynamic archive, JDK 13 or later). The first
+start of a given installation finds none: it claims the recording (an empty `.part` file,
+created with the cache directory locked, so that one start at a time claims), starts
+without, and leaves the recording to a detached, niced process
+(`kraftcore.spark.recorder`) that waits until this process is done with Spark
+(`SparkHandle.stop`, or its exit; at most 10 minutes). The recorder's driver JVM runs with
+`-XX:ArchiveClassesAtExit` and writes the classes it loaded to that `.part` file as it
+exits (recording makes a start about twice as slow: the user's command does not pay for
+it). A later start checks the file (HotSpot writes the archive's header last, so a header
+means a complete file), renames it into place and runs with `-XX:SharedArchiveFile`, which
+maps the classes instead of loading them.
 
 * Where: `$XDG_CACHE_HOME/kraftcore/spark-cds/` (default `~/.cache/...`), one archive per
   installation, 100-170 MB, named after the Java, pyspark and kraftcore versions and a
@@ -28,20 +33,22 @@ runs with `-XX:SharedArchiveFile`, which maps the classes instead of loading the
   the driver's class path; its size is part of its name. Another installation's archive
   is deleted when unused for 30 days.
 * An archive that is not whole (its size differs from its name, no header) is deleted
-  before the JVM starts (a truncated archive would crash the JVM), and that start records
-  a new one; one the JVM refuses (it logs why to `cds.log` in the work directory) is
-  deleted after the start (unless another process has put a new one in its place since),
-  and the next start records a new one. A JVM never fails to start for it: an unreadable
-  cache directory, a path Spark cannot pass to the JVM, a Java older than 13 or another
-  process writing the archive just means this start goes without; and a start that fails
-  for whatever reason deletes the archive it was given (`SparkStartError` then names the
-  kept log).
+  before the JVM starts (a truncated archive would crash the JVM), and that start has a
+  new one recorded; one the JVM refuses (it logs why to `cds.log` in the work directory)
+  is deleted after the start (unless another process has put a new one in its place since)
+  and leaves a `.failed` mark. A JVM never fails to start for it: an unreadable cache
+  directory (or its lock held elsewhere for over 2 s), a path Spark cannot pass to the
+  JVM, a Java older than 13, a recorder still at work or class-data options of the user's
+  own just mean this start goes without; and a start that fails for whatever reason
+  deletes the archive it was given (`SparkStartError` then names the kept log). A recorder
+  that ends without an archive (or whose claim is left untouched for `_CDS_WRITING_S`: it
+  was killed) leaves a `.failed` mark too; while a mark is younger than an hour, no new
+  recorder is started. The mark says why.
 * Off: `KRAFTCORE_SPARK_CDS=0` (or `build_session(..., cds=False)`); nothing is read or
   written then. `SparkHandle.cds` says what a start did.
-* The first start, the one that records the archive, is slower (the JVM notes where each
-  class came from: 10 s instead of 5.7 s on a quiet 2-vCPU machine, 3.1 s with the
-  archive), and its JVM spends 6-10 s more writing the archive after this process has
-  exited.
+* On a quiet 2-vCPU machine: 5.4 s to start without the archive, 3.0 s with it; the
+  recorder takes ~30 s of its own in the background (its start 10 s, the job on a small
+  sample, the archive written 6-10 s).
 
 Two more things shorten the embedded start. The driver's C2 compiler waits for methods to
 run 4-10x as often as by default (`_DRIVER_JIT`), leaving the second core to C1 and the
@@ -53,6 +60,7 @@ can override them); it does not replace them.
 """
 
 import contextlib
+import fcntl
 import hashlib
 import importlib
 import os
@@ -150,8 +158,11 @@ CDS_ENV = "KRAFTCORE_SPARK_CDS"
 _CDS_JAVA_MIN = 13  # -XX:ArchiveClassesAtExit (dynamic archives) came with JDK 13
 _CDS_MAGIC = 0xF00BABA8  # the first 4 bytes of a HotSpot dynamic archive, its header
 _CDS_SETTLED_S = 1.0  # a .part file with a header, untouched for this long: complete
-_CDS_WRITING_S = 600.0  # a .part file younger than this without a header is being written
+_CDS_WRITING_S = 600.0  # a claim (.part, no header) untouched this long lost its recorder
+_CDS_LOCK_WAIT_S = 2.0  # how long a start waits for the cache directory's lock
 _CDS_UNUSED_S = 30 * 86400.0  # other installations' archives unused for this long go
+_CDS_RETRY_S = 3600.0  # after a recorder failed, the next one is started this much later
+_CDS_USERS_OWN = re.compile(r"-Xshare:off|SharedArchiveFile|ArchiveClassesAtExit")
 _CDS_UNSAFE = re.compile(r"[\s'\"\\:,%]")  # Spark splits the options on spaces; ':' lists
 
 
@@ -159,7 +170,7 @@ def cds_cache_dir():
     """Where the driver's class-data archives are kept."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
                                                              ".cache")
-    return os.path.join(base, "kraftcore", "spark-cds")
+    return os.path.abspath(os.path.join(base, "kraftcore", "spark-cds"))
 
 
 def _cds_wanted(cds):
@@ -235,9 +246,9 @@ def _archive_stem(java, conf):
 
 
 def wait_for_exit(pid, timeout_s=600.0):
-    """Wait until process `pid` is gone (or a zombie): a driver JVM that outlives its
-    Python process while it writes its class-data archive. Returns whether it exited
-    within `timeout_s` (for tests and benchmarks that need the archive written)."""
+    """Wait until process `pid` is gone (or a zombie): the recorder of a class-data
+    archive, which exits once its JVM has written it (or failed to). Returns whether it
+    exited within `timeout_s` (for tests and benchmarks that need the archive written)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -284,9 +295,39 @@ def _adopt(part, directory, stem):
     return final
 
 
+@contextlib.contextmanager
+def _cds_locked(directory):
+    """The cache directory's lock (flock on the directory itself): one process at a time
+    looks at its files, claims a recording or marks one failed. Raises OSError (EAGAIN)
+    when another process holds it for more than `_CDS_LOCK_WAIT_S`: a start then goes
+    without the archive rather than wait."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + _CDS_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _mark_failed(stem_path, why):
+    """Write `<stem>.failed` (under the lock): no recorder for this installation for
+    `_CDS_RETRY_S`; the file says why."""
+    with open(stem_path + ".failed", "w", encoding="utf-8", errors="replace") as f:
+        f.write(why)
+
+
 def _prepare_cds(workdir, conf):
     """The driver JVM's class-data options: `(state, options, archive)`. `state` is "used"
-    (`archive` is mapped), "recording" (the JVM writes one as it exits) or "unavailable"."""
+    (`archive` is mapped), "scheduled" (none yet: this start goes without, and `archive`
+    is the claimed `.part` file a recorder is to write) or "unavailable"."""
     java = _java()
     directory = cds_cache_dir()
     if java is None or _CDS_UNSAFE.search(directory + workdir):
@@ -297,47 +338,109 @@ def _prepare_cds(workdir, conf):
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         stem = _archive_stem(java, conf)
-        now = time.time()
-        ready, parts = None, []
-        for name in os.listdir(directory):
-            path = os.path.join(directory, name)
-            if name.startswith(stem + "-") and name.endswith(".jsa"):
-                size = name[len(stem) + 1:-len(".jsa")]
-                if ready is None and size.isdigit() and _has_header(path, int(size)):
-                    ready = path
-                else:  # a second one, or not whole: the JVM could crash on a short file
-                    _remove(path)
-            elif name.startswith(stem + ".") and name.endswith(".part"):
-                parts.append(path)
-            else:  # another installation's: gone when unused for long, or abandoned
-                with contextlib.suppress(OSError):
-                    age = now - os.stat(path).st_mtime
-                    if age > _CDS_UNUSED_S or (age > _CDS_WRITING_S
-                                               and not _has_header(path)):
-                        _remove(path)
-        writing = False
-        for part in parts:
-            try:
-                age = now - os.stat(part).st_mtime
-            except OSError:
-                continue
-            if ready is None and age >= _CDS_SETTLED_S and _has_header(part):
-                ready = _adopt(part, directory, stem)
-            elif age > _CDS_WRITING_S or ready is not None:
-                _remove(part)
-            else:
-                writing = True
-        if ready is not None:
-            os.utime(ready)  # its last use: what the clean-up of unused archives goes by
-            log = os.path.join(workdir, "cds.log")
-            return "used", [f"-XX:SharedArchiveFile={ready}", "-Xlog:cds*=off",
-                            f"-Xlog:cds*=warning:file={log}"], ready
-        if writing:  # another JVM is writing it right now: go without, do not write twice
-            return "unavailable", [], None
-        part = os.path.join(directory, f"{stem}.{os.getpid()}-{secrets.token_hex(4)}.part")
-        return "recording", [f"-XX:ArchiveClassesAtExit={part}", "-Xlog:cds*=off"], None
+        with _cds_locked(directory):
+            return _cds_state(directory, stem, workdir)
     except OSError:
         return "unavailable", [], None
+
+
+def _cds_state(directory, stem, workdir):
+    """`_prepare_cds` with the directory locked."""
+    now = time.time()
+    ready, parts, failed = None, [], False
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        try:
+            age = now - os.stat(path).st_mtime
+        except OSError:
+            continue
+        if name.startswith(stem + "-") and name.endswith(".jsa"):
+            size = name[len(stem) + 1:-len(".jsa")]
+            if ready is None and size.isdigit() and _has_header(path, int(size)):
+                ready = path
+            else:  # a second one, or not whole: the JVM could crash on a short file
+                _remove(path)
+        elif name.startswith(stem + ".") and name.endswith(".part"):
+            parts.append((path, age))
+        elif name.endswith(".failed"):  # this installation's or another's: kept an hour
+            if age < _CDS_RETRY_S:
+                failed |= name == stem + ".failed"
+            else:
+                _remove(path)
+        elif age > _CDS_UNUSED_S or (age > _CDS_WRITING_S and not _has_header(path)):
+            _remove(path)  # another installation's, unused for long, or abandoned
+    writing = False
+    for part, age in parts:
+        if _has_header(part):  # written: taken once settled; a second one goes
+            if ready is None and age >= _CDS_SETTLED_S:
+                ready = _adopt(part, directory, stem)
+            elif ready is None:
+                writing = True
+            else:
+                _remove(part)
+        elif age > _CDS_WRITING_S:  # untouched for long: its recorder is gone
+            _remove(part)
+            _mark_failed(os.path.join(directory, stem),
+                         f"the recorder of {os.path.basename(part)} stopped without "
+                         "writing the archive (killed, or the machine stopped)\n")
+            failed = True
+        else:  # its recorder is at work (it touches the file now and then)
+            writing = True
+    if ready is not None:
+        os.utime(ready)  # its last use: what the clean-up of unused archives goes by
+        log = os.path.join(workdir, "cds.log")
+        return "used", [f"-XX:SharedArchiveFile={ready}", "-Xlog:cds*=off",
+                        f"-Xlog:cds*=warning:file={log}"], ready
+    if writing or failed:  # being recorded right now, or failed lately: go without
+        return "unavailable", [], None
+    # Claim the recording: the .part file the recorder's JVM will write. The other starts
+    # go without until it is done.
+    part = os.path.join(directory, f"{stem}.{os.getpid()}-{secrets.token_hex(4)}.part")
+    os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    return "scheduled", [], part
+
+
+def recording_failed(part, why):
+    """The recorder of `part` ends without an archive: its claim becomes a `.failed` mark
+    holding `why` (text), which keeps the next starts from starting a new recorder for
+    `_CDS_RETRY_S`. Nothing is marked when the archive was written after all, or when the
+    claim is gone (a start found it abandoned and marked it)."""
+    stem_path = part.rsplit(".", 2)[0]  # <stem>.<pid>-<token>.part
+    with contextlib.suppress(OSError), _cds_locked(os.path.dirname(part)):
+        if _has_header(part):
+            return
+        os.remove(part)
+        _mark_failed(stem_path, why)
+
+
+def _start_recorder(part, master, conf):
+    """Start `kraftcore.spark.recorder` for `part`, detached (its own session, no
+    terminal, niced). It waits until the returned pipe is closed (`SparkHandle.stop`, or
+    this process's exit): returns `(pid, pipe)`, or None when it could not start (the
+    claim is then dropped). Never raises: the archive must not fail a start."""
+    import json
+    import subprocess
+
+    recorder = None
+    try:
+        request = json.dumps({"part": part, "master": master, "conf": conf}, default=str)
+        recorder = subprocess.Popen(
+            [sys.executable or "python3", "-m", "kraftcore.spark.recorder"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True)  # this cwd: relative paths in conf
+        # the conf through a pipe, not argv: it may hold what `ps` must not show
+        recorder.stdin.write(request.encode() + b"\n")
+        recorder.stdin.flush()
+        # Reaped when it ends, should this process still be running then.
+        threading.Thread(target=recorder.wait, name="kraftcore-cds-recorder",
+                         daemon=True).start()
+    except Exception:
+        if recorder is not None:
+            recorder.kill()
+            recorder.wait()
+        _remove(part)
+        return None
+    return recorder.pid, recorder.stdin
 
 
 def _identity(path):
@@ -351,13 +454,20 @@ def _identity(path):
 
 def _check_cds(handle):
     """After the start: drop an archive the JVM refused (it said why in cds.log) — the
-    file it was given, not one another process has put in its place since."""
+    file it was given, not one another process has put in its place since — and mark the
+    installation failed for `_CDS_RETRY_S` with the JVM's reasons (a refusal that comes
+    from the settings would otherwise have a new archive recorded every other start)."""
     log = os.path.join(handle.workdir, "cds.log")
     with contextlib.suppress(OSError):
         if os.path.getsize(log) > 0:
-            if _identity(handle.cds_archive) == handle._cds_identity:
-                _remove(handle.cds_archive)
             handle.cds = "rejected"
+            archive = handle.cds_archive
+            with open(log, encoding="utf-8", errors="replace") as f:
+                why = "the driver JVM refused the archive:\n" + f.read(64 * 1024)
+            with _cds_locked(os.path.dirname(archive)):
+                if _identity(archive) == handle._cds_identity:
+                    _remove(archive)
+                    _mark_failed(archive.rsplit("-", 1)[0], why)  # <stem>-<size>.jsa
 
 
 def _preload():
@@ -385,12 +495,15 @@ class SparkHandle:
         self.workdir = workdir
         self.log_path = log_path
         self.owned = owned
-        # The driver's class-data archive: "off", "used" (cds_archive), "recording" (the
-        # JVM writes one as it exits), "rejected" (the JVM refused it; deleted) or
-        # "unavailable" (see the module's docstring).
+        # The driver's class-data archive: "off", "used" (cds_archive), "scheduled" (none
+        # yet; the recorder process `cds_recorder` writes cds_archive), "recording" (the
+        # recorder's own start: its JVM writes cds_archive as it exits), "rejected" (the
+        # JVM refused it; deleted) or "unavailable" (see the module's docstring).
         self.cds = cds
         self.cds_archive = cds_archive
+        self.cds_recorder = None  # pid of the recorder this start started
         self._cds_identity = None  # (device, inode) of cds_archive when the JVM got it
+        self._recorder_pipe = None  # the recorder records once this is closed
 
     def stop(self, keep_log=False):
         """Stop the session (if this handle started it) and remove the work directory
@@ -399,23 +512,29 @@ class SparkHandle:
             with contextlib.suppress(Exception):
                 self.session.stop()
             self.session = None
+        if self._recorder_pipe is not None:  # this process is done with Spark: record now
+            with contextlib.suppress(OSError):
+                self._recorder_pipe.close()
+            self._recorder_pipe = None
         if not keep_log and self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
 
 def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
-                  conf=None, cds=None):
+                  conf=None, cds=None, record_to=None):
     """Start a SparkSession for the verification job; returns a `SparkHandle`.
     `conf`: extra Spark settings (they win over the defaults here). `cds`: whether the
     driver (embedded mode only) uses a class-data archive, see the module's docstring
-    (None: unless KRAFTCORE_SPARK_CDS=0)."""
+    (None: unless KRAFTCORE_SPARK_CDS=0). `record_to`: the `.part` file the driver JVM
+    writes its archive to as it exits (`kraftcore.spark.recorder`'s start)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     owned = SparkContext._active_spark_context is None
     local = is_local(master)
     conf = dict(conf or {})
+    user_conf = dict(conf)
     workdir = tempfile.mkdtemp(prefix="kraftcore-verify-")
     log_path = os.path.join(workdir, "spark.log")
     log4j = os.path.join(workdir, "log4j2.properties")
@@ -423,10 +542,16 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
         f.write(LOG4J2)
     java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
     cds_state, cds_archive = "off", None
-    # A new driver JVM is started only when this process has none yet.
-    if local and owned and SparkContext._gateway is None:
+    # A new driver JVM is started only when this process has none yet (and is not run by
+    # spark-submit, whose JVM is already there: PYSPARK_GATEWAY_PORT).
+    if (local and owned and SparkContext._gateway is None
+            and "PYSPARK_GATEWAY_PORT" not in os.environ):
         java_options += _DRIVER_JIT
-        if _cds_wanted(cds):
+        if record_to is not None:
+            cds_state, cds_archive = "recording", record_to
+            java_options += [f"-XX:ArchiveClassesAtExit={record_to}", "-Xlog:cds*=off"]
+        elif _cds_wanted(cds) and not _CDS_USERS_OWN.search(
+                conf.get("spark.driver.extraJavaOptions") or ""):  # not with the user's own
             cds_state, options, cds_archive = _prepare_cds(workdir, conf)
             java_options += options
     cds_identity = _identity(cds_archive)
@@ -470,12 +595,15 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                 session = builder.getOrCreate()
             session.sparkContext.setLogLevel("ERROR")
         except Exception as exc:
-            if cds_state == "used":
+            if cds_state in ("used", "scheduled"):
                 # Whatever stopped the JVM, it will not be this archive next time: the
-                # next start records a new one.
+                # next start records a new one. Nor is a recorder started for Spark that
+                # does not start.
                 _remove(cds_archive)
             raise SparkStartError(exc, log_path) from exc
         except BaseException:  # interrupted: nothing to keep
+            if cds_state == "scheduled":
+                _remove(cds_archive)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         finally:
@@ -486,4 +614,10 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
     handle._cds_identity = cds_identity
     if cds_state == "used":
         _check_cds(handle)
+    elif cds_state == "scheduled":  # Spark is up: a recorder, to record once it is stopped
+        started = _start_recorder(cds_archive, master, user_conf)
+        if started is None:
+            handle.cds, handle.cds_archive = "unavailable", None
+        else:
+            handle.cds_recorder, handle._recorder_pipe = started
     return handle
