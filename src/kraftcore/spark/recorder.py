@@ -80,6 +80,15 @@ def _on_term(signum, frame):
     raise SystemExit(f"stopped by signal {signum}")
 
 
+def _tail(path, size=16384):
+    """The last `size` characters of the text file at `path` ("" when unreadable)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-size:]
+    except OSError:
+        return ""
+
+
 def _let_the_jvm_write():
     """Close the driver JVM's standard input (it exits on that, writing the archive) and
     wait for it; kill it when it takes longer than `_JVM_EXIT_S`."""
@@ -114,10 +123,8 @@ def record(part, master, conf):
             handle = S.build_session(master, conf=conf, record_to=part)
         except S.SparkStartError as exc:  # say what Spark said, keep nothing behind
             workdir = os.path.dirname(exc.log_path)
-            with contextlib.suppress(OSError), open(exc.log_path, errors="replace") as f:
-                raise S.SparkStartError(f"{exc}\n--- spark.log ---\n{f.read()[-16384:]}",
-                                        exc.log_path) from exc
-            raise
+            raise S.SparkStartError(f"{exc}\n--- spark.log ---\n{_tail(exc.log_path)}",
+                                    exc.log_path) from exc
         workdir = handle.workdir
         verify_with_spark(handle.session, discover_nodes(cluster.node_dirs, []),
                           master=master)
