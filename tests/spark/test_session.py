@@ -18,6 +18,7 @@ import time
 import pytest
 
 from kraftcore.spark import session as S
+from kraftcore.spark.home import driver_home, real_home
 
 pytestmark = pytest.mark.spark
 
@@ -66,12 +67,18 @@ def _files(cache):
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
+def _home():
+    """Where a start with this process's XDG_CACHE_HOME runs the driver from."""
+    return driver_home() or real_home()
+
+
 def _stem():
-    return S._archive_stem(S._java(), {})
+    return S._archive_stem(S._java(), {}, _home())
 
 
-def test_the_archive_is_written_once_then_used(tmp_path):
+def test_the_archive_is_written_once_then_used(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # for _stem()
     first = _start(cache)
     assert first["cds"] == "scheduled" and first["recorder"] is not None
     part = first["archive"]
@@ -102,7 +109,7 @@ def test_the_archive_is_written_once_then_used(tmp_path):
     assert os.stat(archive).st_ino == inode  # used again, not written again
 
 
-def test_a_foreign_archive_is_refused_deleted_and_spark_starts(tmp_path):
+def test_a_foreign_archive_is_refused_deleted_and_spark_starts(tmp_path, monkeypatch):
     """An archive the JVM will not map (another program's: Spark's launcher alone, another
     class path) under this installation's name: the JVM says so, starts anyway, and the
     archive is deleted so that the next start writes a proper one."""
@@ -117,6 +124,7 @@ def test_a_foreign_archive_is_refused_deleted_and_spark_starts(tmp_path):
                    capture_output=True, timeout=120)
     assert foreign.read_bytes()[:4] == (0xF00BABA8).to_bytes(4, sys.byteorder)
     cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # for _stem()
     directory = cache / "kraftcore" / "spark-cds"
     directory.mkdir(parents=True)
     planted = directory / f"{_stem()}-{foreign.stat().st_size}.jsa"
@@ -145,7 +153,7 @@ def test_an_archive_that_is_not_whole_is_deleted_before_the_jvm_starts(tmp_path,
     (directory / name).write_bytes(content)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    state, options, archive = S._prepare_cds(str(workdir), {})
+    state, options, archive = S._prepare_cds(str(workdir), {}, _home())
     assert (state, options) == ("scheduled", [])
     # Only the claim of a new recording is left: an empty .part file.
     assert os.listdir(directory) == [os.path.basename(archive)]
@@ -161,14 +169,14 @@ def test_a_part_file_is_taken_once_complete_and_left_alone_while_written(tmp_pat
     workdir.mkdir()
     part = directory / f"{_stem()}.123-abcd.part"
     part.write_bytes(bytes(4096))  # no header yet: a JVM is still writing it
-    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
     assert part.exists()
 
     header = (0xF00BABA8).to_bytes(4, sys.byteorder)
     part.write_bytes(header + bytes(4092))
     settled = time.time() - 10
     os.utime(part, (settled, settled))
-    state, options, archive = S._prepare_cds(str(workdir), {})
+    state, options, archive = S._prepare_cds(str(workdir), {}, _home())
     assert state == "used" and archive == str(directory / f"{_stem()}-4096.jsa")
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert os.listdir(directory) == [os.path.basename(archive)]
@@ -183,7 +191,7 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    state, _, part = S._prepare_cds(str(workdir), {})
+    state, _, part = S._prepare_cds(str(workdir), {}, _home())
     assert state == "scheduled"
     pid, pipe = S._start_recorder(part, "local[1]",
                                   {"spark.driver.extraJavaOptions": "-Xms4g"})
@@ -197,11 +205,11 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
     assert os.listdir(directory) == [mark.name]
     assert "SparkStartError" in mark.read_text() and "spark.log" in mark.read_text()
 
-    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
     assert mark.exists()
     long_ago = time.time() - S._CDS_RETRY_S - 1
     os.utime(mark, (long_ago, long_ago))
-    state, _, part = S._prepare_cds(str(workdir), {})
+    state, _, part = S._prepare_cds(str(workdir), {}, _home())
     assert state == "scheduled" and os.listdir(directory) == [os.path.basename(part)]
 
 
@@ -212,11 +220,11 @@ def test_a_claim_left_untouched_is_taken_for_abandoned(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    _, _, part = S._prepare_cds(str(workdir), {})
-    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)  # still young
+    _, _, part = S._prepare_cds(str(workdir), {}, _home())
+    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)  # still young
     long_ago = time.time() - S._CDS_WRITING_S - 1
     os.utime(part, (long_ago, long_ago))
-    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
     directory = tmp_path / "kraftcore" / "spark-cds"
     mark = directory / f"{_stem()}.failed"
     assert os.listdir(directory) == [mark.name]
@@ -235,17 +243,17 @@ def test_a_start_goes_without_when_another_holds_the_cache_lock(tmp_path, monkey
     holder = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(holder, fcntl.LOCK_EX)
-        assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+        assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
     finally:
         os.close(holder)
-    assert S._prepare_cds(str(workdir), {})[0] == "scheduled"
+    assert S._prepare_cds(str(workdir), {}, _home())[0] == "scheduled"
 
 
 def test_the_off_switch(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     started = _start(cache, **{S.CDS_ENV: "0"})
     assert started["cds"] == "off" and started["archive"] is None
-    assert not cache.exists()
+    assert not (cache / "kraftcore" / "spark-cds").exists()  # (the home's view is there)
     for value in ("0", "off", "false", "no", "OFF"):
         monkeypatch.setenv(S.CDS_ENV, value)
         assert not S._cds_wanted(None)
@@ -283,7 +291,7 @@ def test_a_jvm_older_than_13_gets_no_archive_options(tmp_path, monkeypatch, vers
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    assert S._prepare_cds(str(workdir), {}) == ("unavailable", [], None)
+    assert S._prepare_cds(str(workdir), {}, real_home()) == ("unavailable", [], None)
     assert not (tmp_path / "cache").exists()
 
 

@@ -16,6 +16,8 @@ Modules:
 * `job`      the Spark job (mapInArrow over binaryFile, Spark SQL for cross-file checks).
 * `local`    the same checks in one process (the reference, and the benchmark's baseline).
 * `session`  starting Spark quietly (or on a cluster).
+* `home`     the Spark installation the embedded driver starts from (without MLlib).
+* `recorder` records the embedded driver's class-data archive, in the background.
 * `report`   the result, as text and JSON.
 * `sample`   sample node directories to try it on.
 

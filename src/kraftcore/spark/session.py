@@ -44,16 +44,19 @@ maps the classes instead of loading them.
   that ends without an archive (or whose claim is left untouched for `_CDS_WRITING_S`: it
   was killed) leaves a `.failed` mark too; while a mark is younger than an hour, no new
   recorder is started. The mark says why.
-* Off: `KRAFTCORE_SPARK_CDS=0` (or `build_session(..., cds=False)`); nothing is read or
-  written then. `SparkHandle.cds` says what a start did.
-* On a quiet 2-vCPU machine: 5.4 s to start without the archive, 3.0 s with it; the
+* Off: `KRAFTCORE_SPARK_CDS=0` (or `build_session(..., cds=False)`); no archive is read
+  or written then. `SparkHandle.cds` says what a start did.
+* On a quiet 2-vCPU machine: 3.4 s to start without the archive, 2.1 s with it; the
   recorder takes ~30 s of its own in the background (its start 10 s, the job on a small
   sample, the archive written 6-10 s).
 
-Two more things shorten the embedded start. The driver's C2 compiler waits for methods to
-run 4-10x as often as by default (`_DRIVER_JIT`), leaving the second core to C1 and the
-interpreter while Spark sets up. And the Python modules pyspark loads on its first call
-into the JVM (numpy, pandas, pyarrow) are imported on a thread while the JVM starts.
+Three more things shorten the embedded start. The driver starts from a view of the Spark
+installation without MLlib's jar (`kraftcore.spark.home`, `SparkHandle.spark_home`): that
+jar alone made every SparkSession start Scala's runtime reflection, 2 s of a start without
+the archive. The driver's C2 compiler waits for methods to run 4-10x as often as by default
+(`_DRIVER_JIT`), leaving the second core to C1 and the interpreter while Spark sets up. And
+the Python modules pyspark loads on its first call into the JVM (numpy, pandas, pyarrow)
+are imported on a thread while the JVM starts.
 
 `spark.driver.extraJavaOptions` given in `conf` is added after these JVM options (so it
 can override them); it does not replace them.
@@ -74,6 +77,7 @@ import threading
 import time
 import warnings
 
+from kraftcore.spark.home import cache_dir, driver_home, real_home
 from kraftcore.spark.inputs import InputError
 
 __all__ = ["check_master", "is_local", "build_session", "SparkHandle", "SparkStartError",
@@ -130,6 +134,24 @@ def check_master(master, *, connect_timeout_s=3.0):
 
 
 @contextlib.contextmanager
+def _spark_home(view):
+    """$SPARK_HOME set to `view` (unless None) while pyspark starts the driver JVM, which
+    keeps it (the Python workers it starts get it from there); put back afterwards."""
+    if view is None:
+        yield
+        return
+    saved = os.environ.get("SPARK_HOME")
+    os.environ["SPARK_HOME"] = view
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("SPARK_HOME", None)
+        else:
+            os.environ["SPARK_HOME"] = saved
+
+
+@contextlib.contextmanager
 def _output_to(path):
     """Point file descriptors 1 and 2 at `path` while a child process is started, so that
     it (the JVM, and the Python workers it forks) writes there for good."""
@@ -168,9 +190,7 @@ _CDS_UNSAFE = re.compile(r"[\s'\"\\:,%]")  # Spark splits the options on spaces;
 
 def cds_cache_dir():
     """Where the driver's class-data archives are kept."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
-                                                             ".cache")
-    return os.path.abspath(os.path.join(base, "kraftcore", "spark-cds"))
+    return cache_dir("spark-cds")
 
 
 def _cds_wanted(cds):
@@ -208,14 +228,14 @@ def _java_feature(version):
     return int(parts[1]) if parts[0] == "1" and len(parts) > 1 else int(parts[0])
 
 
-def _archive_stem(java, conf):
+def _archive_stem(java, conf, spark_home):
     """The archive's name (without its size): versions for people, a digest for the JVM,
-    which refuses an archive once its own files, the class path or a jar changed."""
+    which refuses an archive once its own files, the class path or a jar changed.
+    `spark_home`: where the driver starts from (`kraftcore.spark.home`)."""
     import pyspark
 
     from kraftcore import __version__
 
-    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     java_home = os.path.dirname(os.path.dirname(java))
     digest = hashlib.sha256()
 
@@ -324,8 +344,8 @@ def _mark_failed(stem_path, why):
         f.write(why)
 
 
-def _prepare_cds(workdir, conf):
-    """The driver JVM's class-data options: `(state, options, archive)`. `state` is "used"
+def _prepare_cds(workdir, conf, spark_home):
+    """The driver JVM's class-data options for a driver started from `spark_home`: `(state, options, archive)`. `state` is "used"
     (`archive` is mapped), "scheduled" (none yet: this start goes without, and `archive`
     is the claimed `.part` file a recorder is to write) or "unavailable"."""
     java = _java()
@@ -337,7 +357,7 @@ def _prepare_cds(workdir, conf):
         return "unavailable", [], None  # older JVMs refuse the options, and would not start
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        stem = _archive_stem(java, conf)
+        stem = _archive_stem(java, conf, spark_home)
         with _cds_locked(directory):
             return _cds_state(directory, stem, workdir)
     except OSError:
@@ -502,6 +522,9 @@ class SparkHandle:
         self.cds = cds
         self.cds_archive = cds_archive
         self.cds_recorder = None  # pid of the recorder this start started
+        # The view of the Spark installation the driver started from (None: the
+        # installation itself; see `kraftcore.spark.home`).
+        self.spark_home = None
         self._cds_identity = None  # (device, inode) of cds_archive when the JVM got it
         self._recorder_pipe = None  # the recorder records once this is closed
 
@@ -541,18 +564,20 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
     with open(log4j, "w") as f:
         f.write(LOG4J2)
     java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
-    cds_state, cds_archive = "off", None
+    cds_state, cds_archive, view = "off", None, None
     # A new driver JVM is started only when this process has none yet (and is not run by
     # spark-submit, whose JVM is already there: PYSPARK_GATEWAY_PORT).
     if (local and owned and SparkContext._gateway is None
             and "PYSPARK_GATEWAY_PORT" not in os.environ):
         java_options += _DRIVER_JIT
+        view = driver_home()
         if record_to is not None:
             cds_state, cds_archive = "recording", record_to
             java_options += [f"-XX:ArchiveClassesAtExit={record_to}", "-Xlog:cds*=off"]
         elif _cds_wanted(cds) and not _CDS_USERS_OWN.search(
                 conf.get("spark.driver.extraJavaOptions") or ""):  # not with the user's own
-            cds_state, options, cds_archive = _prepare_cds(workdir, conf)
+            cds_state, options, cds_archive = _prepare_cds(workdir, conf,
+                                                           view or real_home())
             java_options += options
     cds_identity = _identity(cds_archive)
     extra_java_options = conf.pop("spark.driver.extraJavaOptions", None)
@@ -588,10 +613,8 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                                        daemon=True)
             preload.start()
         try:
-            if quiet:
-                with _output_to(log_path):
-                    session = builder.getOrCreate()
-            else:
+            with _spark_home(view), (_output_to(log_path) if quiet
+                                     else contextlib.nullcontext()):
                 session = builder.getOrCreate()
             session.sparkContext.setLogLevel("ERROR")
         except Exception as exc:
@@ -611,6 +634,7 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                 preload.join()
     handle = SparkHandle(session, workdir, log_path, owned=owned, cds=cds_state,
                          cds_archive=cds_archive)
+    handle.spark_home = view
     handle._cds_identity = cds_identity
     if cds_state == "used":
         _check_cds(handle)
