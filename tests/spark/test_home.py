@@ -6,11 +6,16 @@ Most tests use a small fake installation (a few empty files): the view only link
 The last one looks at the run's real driver.
 """
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from kraftcore.spark import home as H
+from kraftcore.spark.cache import locked
 
 DAY = 86400.0
 
@@ -76,39 +81,71 @@ def test_the_view_is_used_again_until_the_installation_changes(tmp_path, cache):
     assert (real / "jars" / "spark-mllib_2.13-4.3.0.jar").exists()
 
 
-def test_a_damaged_view_is_made_again_and_an_abandoned_draft_goes(tmp_path, cache):
+def test_entries_that_come_and_go_are_linked_in_place(tmp_path, cache):
+    """Spark's own scripts create `logs/` and `work/` in its home: the same view (and so
+    the same class path for the archive) follows them."""
+    real = _installation(tmp_path / "spark")
+    view = H.driver_home(str(real))
+    (real / "logs").mkdir()
+    assert H.driver_home(str(real)) == view
+    assert os.readlink(os.path.join(view, "logs")) == str(real / "logs")
+    (real / "logs").rmdir()
+    (real / "RELEASE").unlink()
+    assert H.driver_home(str(real)) == view
+    assert sorted(os.listdir(view)) == ["bin", "conf", "jars", "python"]
+
+
+def test_a_damaged_view_is_moved_aside_and_made_again(tmp_path, cache):
     real = _installation(tmp_path / "spark")
     view = H.driver_home(str(real), now=1_000_000.0)
-    os.remove(os.path.join(view, "jars", "scala-reflect-2.13.jar"))
-    os.remove(os.path.join(view, "conf"))
-    draft = os.path.join(H.views_dir(), "spark-0123456789abcdef.99-cafe.tmp")
-    os.mkdir(draft)
-    os.utime(draft, (1_000_000.0, 1_000_000.0))
-    assert H.driver_home(str(real), now=1_000_000.0 + 1800) == view
-    assert "conf" in os.listdir(view)
-    assert "scala-reflect-2.13.jar" in os.listdir(os.path.join(view, "jars"))
-    assert os.path.isdir(draft)  # half an hour: its maker may still be at work
+    jar = os.path.join(view, "jars", "scala-reflect-2.13.jar")
+    os.remove(jar)
+    os.symlink(str(tmp_path / "elsewhere.jar"), jar)  # a link changed by hand
+    assert H.driver_home(str(real), now=1_000_000.0) == view
+    assert os.readlink(jar) == str(real / "jars" / "scala-reflect-2.13.jar")
+    aside = [n for n in os.listdir(H.views_dir()) if n.endswith(".tmp")]
+    assert len(aside) == 1 and aside[0].startswith(os.path.basename(view) + ".")
+    os.utime(os.path.join(H.views_dir(), aside[0]), (1_000_000.0, 1_000_000.0))
+    H.driver_home(str(real), now=1_000_000.0 + 1800)
+    assert len(os.listdir(H.views_dir())) == 2  # half an hour: left alone
     H.driver_home(str(real), now=1_000_000.0 + 7200)
-    assert not os.path.exists(draft)  # two hours: abandoned
+    assert os.listdir(H.views_dir()) == [os.path.basename(view)]  # two hours: deleted
+    for name in ("jars", "conf"):  # a view with one of its directories made a link
+        if name == "jars":
+            shutil.rmtree(os.path.join(view, name))
+        else:
+            os.remove(os.path.join(view, name))
+        os.symlink(str(real / name), os.path.join(view, name))
+        assert H.driver_home(str(real)) == view
+        assert not os.path.islink(os.path.join(view, "jars"))
+        assert "spark-mllib_2.13-4.3.0.jar" not in os.listdir(os.path.join(view, "jars"))
+    assert "spark-mllib_2.13-4.3.0.jar" in os.listdir(real / "jars")
 
 
-def test_a_start_that_loses_the_race_uses_the_winners_view(tmp_path, cache, monkeypatch):
+def test_the_sweep_never_follows_a_link_into_the_installation(tmp_path, cache):
     real = _installation(tmp_path / "spark")
-    rename = os.rename
-    raced = []
+    before = _tree(real)
+    root = H.views_dir()
+    os.makedirs(root)
+    old = 1_000_000.0
+    for name, target in (("spark-0000000000000000", real),
+                         ("spark-1111111111111111.1-ab.tmp", real / "jars"),
+                         ("spark-2222222222222222", real / "RELEASE")):
+        os.symlink(str(target), os.path.join(root, name))
+        os.utime(os.path.join(root, name), (old, old), follow_symlinks=False)
+    view = H.driver_home(str(real), now=old + 31 * DAY)
+    assert os.listdir(root) == [os.path.basename(view)]  # the links went, not their targets
+    assert _tree(real) == before
 
-    def another_start_first(src, dst):
-        if not raced:  # the other start renames its own draft into place just before
-            raced.append(dst)
-            monkeypatch.setattr(os, "rename", rename)
-            assert H.driver_home(str(real)) == dst
-        rename(src, dst)
 
-    monkeypatch.setattr(os, "rename", another_start_first)
+def test_a_start_goes_from_the_installation_while_the_views_are_locked(tmp_path, cache,
+                                                                       monkeypatch):
+    real = _installation(tmp_path / "spark")
     view = H.driver_home(str(real))
-    assert raced == [view]
-    assert os.listdir(H.views_dir()) == [os.path.basename(view)]  # no draft left behind
-    assert "spark-mllib_2.13-4.3.0.jar" not in os.listdir(os.path.join(view, "jars"))
+    monkeypatch.setattr(H, "_LOCK_WAIT_S", 0.2)
+    with locked(H.views_dir(), 0):
+        assert H.driver_home(str(real)) is None
+    assert H.driver_home(str(real)) == view
 
 
 def test_no_view_when_there_is_nothing_to_leave_out_or_no_place_for_it(tmp_path,
@@ -140,3 +177,29 @@ def test_the_embedded_driver_runs_without_mllib(spark):
     with pytest.raises(Exception, match="ClassNotFoundException"):
         jvm.java.lang.Class.forName("org.apache.spark.sql.ml.InternalFunctionRegistration")
     assert spark.range(3).count() == 3
+
+
+MLLIB = """
+import json
+from pyspark import SparkContext
+from kraftcore.spark.home import real_home
+from kraftcore.spark.session import build_session
+handle = build_session("local[1]", cds=False, mllib=True)
+jvm = SparkContext._gateway.jvm
+jvm.java.lang.Class.forName("org.apache.spark.sql.ml.InternalFunctionRegistration")
+print(json.dumps({"home": handle.spark_home, "real": real_home(),
+                  "jvm": jvm.java.lang.System.getenv("SPARK_HOME")}))
+handle.stop()
+"""
+
+
+def test_mllib_on_request(tmp_path):
+    """`build_session(..., mllib=True)`: the driver starts from the installation itself,
+    MLlib's classes there; no view is made."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, "-c", MLLIB], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["home"] == seen["real"] == seen["jvm"]
+    assert not (tmp_path / "cache" / "kraftcore" / "spark-home").exists()

@@ -194,7 +194,7 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
     state, _, part = S._prepare_cds(str(workdir), {}, _home())
     assert state == "scheduled"
     pid, pipe = S._start_recorder(part, "local[1]",
-                                  {"spark.driver.extraJavaOptions": "-Xms4g"})
+                                  {"spark.driver.extraJavaOptions": "-Xms4g"}, _home())
     directory = tmp_path / "kraftcore" / "spark-cds"
     time.sleep(3)
     assert not S.wait_for_exit(pid, 0.1)  # still waiting for the pipe's end
@@ -298,11 +298,14 @@ def test_a_jvm_older_than_13_gets_no_archive_options(tmp_path, monkeypatch, vers
 def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_path,
                                                                           monkeypatch):
     """No JVM here: Spark's getOrCreate is made to fail as a JVM that dies at start does,
-    after writing to its output (the log, in quiet mode)."""
+    after writing to its output (the log, in quiet mode). $SPARK_HOME is the driver's
+    view only while it starts, whatever happens."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    homes = []
     monkeypatch.delenv(S.CDS_ENV, raising=False)
     monkeypatch.setattr(SparkContext, "_gateway", None)
     monkeypatch.setattr(SparkContext, "_active_spark_context", None)
@@ -312,6 +315,7 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
     archive.write_bytes((0xF00BABA8).to_bytes(4, sys.byteorder) + bytes(4092))
 
     def dies(builder):
+        homes.append(os.environ.get("SPARK_HOME"))
         os.write(1, b"the JVM's last words\n")
         raise RuntimeError("Java gateway process exited before sending its port number")
 
@@ -323,6 +327,7 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
     with open(log) as f:
         assert "the JVM's last words" in f.read()
     assert not archive.exists()  # used by the start that failed: the next one records anew
+    assert homes == [driver_home()] and "SPARK_HOME" not in os.environ
     shutil.rmtree(os.path.dirname(log))
     # No archive: this start claims a recording; failing, it gives the claim up (and
     # starts no recorder).
@@ -331,6 +336,7 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
     assert os.listdir(directory) == []
     shutil.rmtree(os.path.dirname(info.value.log_path))
     # The user's own class-data options: kraftcore's stay out (no claim either).
+    monkeypatch.setenv("SPARK_HOME", real_home())
     for option in ("-Xshare:off", "-XX:SharedArchiveFile=/tmp/theirs.jsa"):
         seen = {}
         monkeypatch.setattr(SparkSession.Builder, "getOrCreate",
@@ -341,6 +347,7 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
         options = seen["spark.driver.extraJavaOptions"]
         assert option in options and "ArchiveClassesAtExit" not in options
         assert options.count("SharedArchiveFile") == option.count("SharedArchiveFile")
+        assert homes[-1] == driver_home() and os.environ["SPARK_HOME"] == real_home()
         shutil.rmtree(os.path.dirname(info.value.log_path))
 
 

@@ -106,9 +106,10 @@ def _let_the_jvm_write():
         jvm.wait()
 
 
-def record(part, master, conf):
-    """Run the verify job on a sample with the driver's classes recorded to `part`, then
-    let the JVM write them."""
+def record(part, master, conf, spark_home=None):
+    """Run the verify job on a sample with the driver's classes recorded to `part` (the
+    driver started from `spark_home`, as the start that scheduled it), then let the JVM
+    write them."""
     from kraftcore.spark import session as S
     from kraftcore.spark.inputs import discover_nodes
     from kraftcore.spark.job import verify_with_spark
@@ -120,7 +121,8 @@ def record(part, master, conf):
         cluster = write_sample_cluster(os.path.join(root, "sample"), nodes=2, topics=2,
                                        partitions=2)
         try:
-            handle = S.build_session(master, conf=conf, record_to=part)
+            handle = S.build_session(master, conf=conf, record_to=part,
+                                     spark_home=spark_home)
         except S.SparkStartError as exc:  # say what Spark said, keep nothing behind
             workdir = os.path.dirname(exc.log_path)
             raise S.SparkStartError(f"{exc}\n--- spark.log ---\n{_tail(exc.log_path)}",
@@ -151,7 +153,8 @@ def main():
         _wait_for_end_of_input(_STARTER_WAIT_S)
         signal.signal(signal.SIGALRM, _on_alarm)
         signal.alarm(_DEADLINE_S)
-        record(part, request["master"], request.get("conf") or {})
+        record(part, request["master"], request.get("conf") or {},
+               request.get("spark_home"))
     except BaseException:  # SystemExit (SIGTERM) too: the outcome is in the file
         why = traceback.format_exc()
     finally:

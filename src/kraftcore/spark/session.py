@@ -63,7 +63,6 @@ can override them); it does not replace them.
 """
 
 import contextlib
-import fcntl
 import hashlib
 import importlib
 import os
@@ -77,7 +76,8 @@ import threading
 import time
 import warnings
 
-from kraftcore.spark.home import cache_dir, driver_home, real_home
+from kraftcore.spark.cache import cache_dir, locked
+from kraftcore.spark.home import driver_home, real_home
 from kraftcore.spark.inputs import InputError
 
 __all__ = ["check_master", "is_local", "build_session", "SparkHandle", "SparkStartError",
@@ -134,14 +134,14 @@ def check_master(master, *, connect_timeout_s=3.0):
 
 
 @contextlib.contextmanager
-def _spark_home(view):
-    """$SPARK_HOME set to `view` (unless None) while pyspark starts the driver JVM, which
+def _spark_home(path):
+    """$SPARK_HOME set to `path` (unless None) while pyspark starts the driver JVM, which
     keeps it (the Python workers it starts get it from there); put back afterwards."""
-    if view is None:
+    if path is None:
         yield
         return
     saved = os.environ.get("SPARK_HOME")
-    os.environ["SPARK_HOME"] = view
+    os.environ["SPARK_HOME"] = path
     try:
         yield
     finally:
@@ -315,26 +315,11 @@ def _adopt(part, directory, stem):
     return final
 
 
-@contextlib.contextmanager
 def _cds_locked(directory):
-    """The cache directory's lock (flock on the directory itself): one process at a time
-    looks at its files, claims a recording or marks one failed. Raises OSError (EAGAIN)
-    when another process holds it for more than `_CDS_LOCK_WAIT_S`: a start then goes
-    without the archive rather than wait."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        deadline = time.monotonic() + _CDS_LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    """The cache directory's lock: one process at a time looks at its files, claims a
+    recording or marks one failed. Raises OSError when another process holds it for more
+    than `_CDS_LOCK_WAIT_S`: a start then goes without the archive rather than wait."""
+    return locked(directory, _CDS_LOCK_WAIT_S)
 
 
 def _mark_failed(stem_path, why):
@@ -345,9 +330,10 @@ def _mark_failed(stem_path, why):
 
 
 def _prepare_cds(workdir, conf, spark_home):
-    """The driver JVM's class-data options for a driver started from `spark_home`: `(state, options, archive)`. `state` is "used"
-    (`archive` is mapped), "scheduled" (none yet: this start goes without, and `archive`
-    is the claimed `.part` file a recorder is to write) or "unavailable"."""
+    """The class-data options of a driver JVM started from `spark_home`: `(state,
+    options, archive)`. `state` is "used" (`archive` is mapped), "scheduled" (none yet:
+    this start goes without, and `archive` is the claimed `.part` file a recorder is to
+    write) or "unavailable"."""
     java = _java()
     directory = cds_cache_dir()
     if java is None or _CDS_UNSAFE.search(directory + workdir):
@@ -433,7 +419,7 @@ def recording_failed(part, why):
         _mark_failed(stem_path, why)
 
 
-def _start_recorder(part, master, conf):
+def _start_recorder(part, master, conf, spark_home):
     """Start `kraftcore.spark.recorder` for `part`, detached (its own session, no
     terminal, niced). It waits until the returned pipe is closed (`SparkHandle.stop`, or
     this process's exit): returns `(pid, pipe)`, or None when it could not start (the
@@ -443,7 +429,8 @@ def _start_recorder(part, master, conf):
 
     recorder = None
     try:
-        request = json.dumps({"part": part, "master": master, "conf": conf}, default=str)
+        request = json.dumps({"part": part, "master": master, "conf": conf,
+                              "spark_home": spark_home}, default=str)
         recorder = subprocess.Popen(
             [sys.executable or "python3", "-m", "kraftcore.spark.recorder"],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -522,8 +509,9 @@ class SparkHandle:
         self.cds = cds
         self.cds_archive = cds_archive
         self.cds_recorder = None  # pid of the recorder this start started
-        # The view of the Spark installation the driver started from (None: the
-        # installation itself; see `kraftcore.spark.home`).
+        # The Spark home the driver started from: a view of the installation without
+        # MLlib, or the installation itself (`kraftcore.spark.home`); None when this
+        # call started no driver JVM (a session already there, or not embedded).
         self.spark_home = None
         self._cds_identity = None  # (device, inode) of cds_archive when the JVM got it
         self._recorder_pipe = None  # the recorder records once this is closed
@@ -545,12 +533,15 @@ class SparkHandle:
 
 
 def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
-                  conf=None, cds=None, record_to=None):
+                  conf=None, cds=None, mllib=False, record_to=None, spark_home=None):
     """Start a SparkSession for the verification job; returns a `SparkHandle`.
     `conf`: extra Spark settings (they win over the defaults here). `cds`: whether the
     driver (embedded mode only) uses a class-data archive, see the module's docstring
-    (None: unless KRAFTCORE_SPARK_CDS=0). `record_to`: the `.part` file the driver JVM
-    writes its archive to as it exits (`kraftcore.spark.recorder`'s start)."""
+    (None: unless KRAFTCORE_SPARK_CDS=0). `mllib`: start the embedded driver from the
+    Spark installation itself, MLlib included, rather than from its view without MLlib
+    (`kraftcore.spark.home`; 2 s slower). `record_to`: the `.part` file the driver JVM
+    writes its archive to as it exits, and `spark_home` the Spark home it starts from
+    (`kraftcore.spark.recorder`'s start: the same as the start that scheduled it)."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -564,20 +555,20 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
     with open(log4j, "w") as f:
         f.write(LOG4J2)
     java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
-    cds_state, cds_archive, view = "off", None, None
+    cds_state, cds_archive = "off", None
     # A new driver JVM is started only when this process has none yet (and is not run by
     # spark-submit, whose JVM is already there: PYSPARK_GATEWAY_PORT).
     if (local and owned and SparkContext._gateway is None
             and "PYSPARK_GATEWAY_PORT" not in os.environ):
         java_options += _DRIVER_JIT
-        view = driver_home()
+        if spark_home is None:
+            spark_home = real_home() if mllib else (driver_home() or real_home())
         if record_to is not None:
             cds_state, cds_archive = "recording", record_to
             java_options += [f"-XX:ArchiveClassesAtExit={record_to}", "-Xlog:cds*=off"]
         elif _cds_wanted(cds) and not _CDS_USERS_OWN.search(
                 conf.get("spark.driver.extraJavaOptions") or ""):  # not with the user's own
-            cds_state, options, cds_archive = _prepare_cds(workdir, conf,
-                                                           view or real_home())
+            cds_state, options, cds_archive = _prepare_cds(workdir, conf, spark_home)
             java_options += options
     cds_identity = _identity(cds_archive)
     extra_java_options = conf.pop("spark.driver.extraJavaOptions", None)
@@ -613,7 +604,7 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                                        daemon=True)
             preload.start()
         try:
-            with _spark_home(view), (_output_to(log_path) if quiet
+            with _spark_home(spark_home), (_output_to(log_path) if quiet
                                      else contextlib.nullcontext()):
                 session = builder.getOrCreate()
             session.sparkContext.setLogLevel("ERROR")
@@ -634,12 +625,12 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                 preload.join()
     handle = SparkHandle(session, workdir, log_path, owned=owned, cds=cds_state,
                          cds_archive=cds_archive)
-    handle.spark_home = view
+    handle.spark_home = spark_home
     handle._cds_identity = cds_identity
     if cds_state == "used":
         _check_cds(handle)
     elif cds_state == "scheduled":  # Spark is up: a recorder, to record once it is stopped
-        started = _start_recorder(cds_archive, master, user_conf)
+        started = _start_recorder(cds_archive, master, user_conf, spark_home)
         if started is None:
             handle.cds, handle.cds_archive = "unavailable", None
         else:
