@@ -207,10 +207,66 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
 
     assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
     assert mark.exists()
+    assert mark.read_text().startswith("failures: 1\n")
     long_ago = time.time() - S._CDS_RETRY_S - 1
     os.utime(mark, (long_ago, long_ago))
     state, _, part = S._prepare_cds(str(workdir), {}, _home())
-    assert state == "scheduled" and os.listdir(directory) == [os.path.basename(part)]
+    assert state == "scheduled"
+    assert sorted(os.listdir(directory)) == sorted([os.path.basename(part), mark.name])
+
+
+def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_path,
+                                                                          monkeypatch):
+    """A failure that keeps coming back (a JDK that refuses every archive) costs one
+    background recording after 1, 2, 4, ... hours, at most 128; an archive the JVM takes
+    ends the run (no JVM here: its cds.log is written by hand)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    directory = tmp_path / "kraftcore" / "spark-cds"
+    directory.mkdir(parents=True)
+    stem_path = str(directory / _stem())
+    mark = directory / f"{_stem()}.failed"
+    for failures in (1, 2, 3):
+        S._mark_failed(stem_path, "refused\n")
+        assert mark.read_text() == f"failures: {failures}\nrefused\n"
+    assert [S._retry_after(n) / 3600 for n in (1, 2, 3, 8, 9, 50)] == [1, 2, 4, 128, 128, 128]
+
+    def state_after(hours):
+        then = time.time() - hours * 3600
+        os.utime(mark, (then, then))
+        state, _, part = S._prepare_cds(str(workdir), {}, _home())
+        if part:
+            os.remove(part)
+        return state
+
+    assert state_after(3.9) == "unavailable"  # 3 in a row: 4 hours
+    assert state_after(4.1) == "scheduled"
+    mark.write_text("an older mark, no count\n")  # counts as one failure
+    assert state_after(0.9) == "unavailable" and state_after(1.1) == "scheduled"
+    S._mark_failed(stem_path, "again\n")
+    assert mark.read_text().startswith("failures: 2\n")
+
+    # Another installation's mark is kept (its count) for 30 days.
+    other = directory / "spark-driver-other.failed"
+    other.write_text("failures: 5\n")
+    assert state_after(0) == "unavailable" and other.exists()
+    then = time.time() - S._CDS_UNUSED_S - 60
+    os.utime(other, (then, then))
+    state_after(0)
+    assert not other.exists()
+
+    # An archive the JVM took (nothing in its cds.log): the failures are over.
+    archive = directory / f"{_stem()}-4096.jsa"
+    archive.write_bytes((0xF00BABA8).to_bytes(4, sys.byteorder) + bytes(4092))
+    state, _, given = S._prepare_cds(str(workdir), {}, _home())
+    assert state == "used" and given == str(archive) and mark.exists()
+    (workdir / "cds.log").write_text("")
+    handle = S.SparkHandle(None, str(workdir), None, owned=False, cds="used",
+                           cds_archive=given)
+    handle._cds_identity = S._identity(given)
+    S._check_cds(handle)
+    assert handle.cds == "used" and not mark.exists() and archive.exists()
 
 
 def test_a_claim_left_untouched_is_taken_for_abandoned(tmp_path, monkeypatch):

@@ -20,8 +20,8 @@ archive is on its way (they go without it meanwhile; an untouched claim is taken
 abandoned after `session._CDS_WRITING_S`). The recording proper is cut short after
 `_DEADLINE_S`; a JVM that started still writes what it loaded so far. When no archive
 comes of it (Spark did not start, the JVM was killed), the claim becomes a `.failed` mark
-that holds what went wrong, and no recorder is started for an hour
-(`session._CDS_RETRY_S`). Exit status: 0 when the archive was written, 1 otherwise.
+that holds what went wrong, and no recorder is started for an hour, or longer after
+failures in a row (`session._retry_after`). Exit status: 0 when the archive was written, 1 otherwise.
 """
 
 import contextlib

@@ -42,8 +42,9 @@ maps the classes instead of loading them.
   own just mean this start goes without; and a start that fails for whatever reason
   deletes the archive it was given (`SparkStartError` then names the kept log). A recorder
   that ends without an archive (or whose claim is left untouched for `_CDS_WRITING_S`: it
-  was killed) leaves a `.failed` mark too; while a mark is younger than an hour, no new
-  recorder is started. The mark says why.
+  was killed) leaves a `.failed` mark too. The mark says why and counts the failures in
+  a row: no new recorder is started for an hour after the first, then 2, 4, ... and at
+  most 128 hours after each further one; an archive the JVM takes clears it.
 * Off: `KRAFTCORE_SPARK_CDS=0` (or `build_session(..., cds=False)`); no archive is read
   or written then. `SparkHandle.cds` says what a start did.
 * On a quiet 2-vCPU machine: 3.4 s to start without the archive, 2.1 s with it; the
@@ -183,7 +184,9 @@ _CDS_SETTLED_S = 1.0  # a .part file with a header, untouched for this long: com
 _CDS_WRITING_S = 600.0  # a claim (.part, no header) untouched this long lost its recorder
 _CDS_LOCK_WAIT_S = 2.0  # how long a start waits for the cache directory's lock
 _CDS_UNUSED_S = 30 * 86400.0  # other installations' archives unused for this long go
-_CDS_RETRY_S = 3600.0  # after a recorder failed, the next one is started this much later
+_CDS_RETRY_S = 3600.0  # after a recorder failed, the next one is started this much later,
+_CDS_RETRY_DOUBLINGS = 7  # twice as late after each failure in a row (at most 128 h)
+_CDS_FAILURES = re.compile(r"failures: ([0-9]+)\n")  # the first line of a `.failed` mark
 _CDS_USERS_OWN = re.compile(r"-Xshare:off|SharedArchiveFile|ArchiveClassesAtExit")
 _CDS_UNSAFE = re.compile(r"[\s'\"\\:,%]")  # Spark splits the options on spaces; ':' lists
 
@@ -322,11 +325,28 @@ def _cds_locked(directory):
     return locked(directory, _CDS_LOCK_WAIT_S)
 
 
+def _failures(mark):
+    """How many recordings in a row failed, by the `.failed` mark `mark` (0: none)."""
+    try:
+        with open(mark, encoding="utf-8", errors="replace") as f:
+            found = _CDS_FAILURES.match(f.readline())
+    except FileNotFoundError:
+        return 0
+    return int(found.group(1)) if found else 1
+
+
+def _retry_after(failures):
+    """How long after its last failure a recording is tried again."""
+    return _CDS_RETRY_S * 2 ** min(max(failures - 1, 0), _CDS_RETRY_DOUBLINGS)
+
+
 def _mark_failed(stem_path, why):
     """Write `<stem>.failed` (under the lock): no recorder for this installation for
-    `_CDS_RETRY_S`; the file says why."""
-    with open(stem_path + ".failed", "w", encoding="utf-8", errors="replace") as f:
-        f.write(why)
+    `_retry_after` the failures in a row so far (this one included); the file says why."""
+    mark = stem_path + ".failed"
+    failures = _failures(mark) + 1
+    with open(mark, "w", encoding="utf-8", errors="replace") as f:
+        f.write(f"failures: {failures}\n{why}")
 
 
 def _prepare_cds(workdir, conf, spark_home):
@@ -368,10 +388,10 @@ def _cds_state(directory, stem, workdir):
                 _remove(path)
         elif name.startswith(stem + ".") and name.endswith(".part"):
             parts.append((path, age))
-        elif name.endswith(".failed"):  # this installation's or another's: kept an hour
-            if age < _CDS_RETRY_S:
-                failed |= name == stem + ".failed"
-            else:
+        elif name == stem + ".failed":  # kept until an archive is had: it counts
+            failed |= age < _retry_after(_failures(path))
+        elif name.endswith(".failed"):  # another installation's: its count, for a while
+            if age > _CDS_UNUSED_S:
                 _remove(path)
         elif age > _CDS_UNUSED_S or (age > _CDS_WRITING_S and not _has_header(path)):
             _remove(path)  # another installation's, unused for long, or abandoned
@@ -409,7 +429,7 @@ def _cds_state(directory, stem, workdir):
 def recording_failed(part, why):
     """The recorder of `part` ends without an archive: its claim becomes a `.failed` mark
     holding `why` (text), which keeps the next starts from starting a new recorder for
-    `_CDS_RETRY_S`. Nothing is marked when the archive was written after all, or when the
+    `_retry_after` the failures in a row. Nothing is marked when the archive was written after all, or when the
     claim is gone (a start found it abandoned and marked it)."""
     stem_path = part.rsplit(".", 2)[0]  # <stem>.<pid>-<token>.part
     with contextlib.suppress(OSError), _cds_locked(os.path.dirname(part)):
@@ -462,19 +482,25 @@ def _identity(path):
 def _check_cds(handle):
     """After the start: drop an archive the JVM refused (it said why in cds.log) — the
     file it was given, not one another process has put in its place since — and mark the
-    installation failed for `_CDS_RETRY_S` with the JVM's reasons (a refusal that comes
-    from the settings would otherwise have a new archive recorded every other start)."""
+    installation failed with the JVM's reasons (a refusal that comes from the settings
+    would otherwise have a new archive recorded every other start). An archive the JVM
+    took ends the failures in a row: their mark goes."""
     log = os.path.join(handle.workdir, "cds.log")
+    archive = handle.cds_archive
+    stem_path = archive.rsplit("-", 1)[0]  # <stem>-<size>.jsa
     with contextlib.suppress(OSError):
-        if os.path.getsize(log) > 0:
-            handle.cds = "rejected"
-            archive = handle.cds_archive
-            with open(log, encoding="utf-8", errors="replace") as f:
-                why = "the driver JVM refused the archive:\n" + f.read(64 * 1024)
-            with _cds_locked(os.path.dirname(archive)):
-                if _identity(archive) == handle._cds_identity:
-                    _remove(archive)
-                    _mark_failed(archive.rsplit("-", 1)[0], why)  # <stem>-<size>.jsa
+        if os.path.getsize(log) == 0:
+            if os.path.exists(stem_path + ".failed"):
+                with _cds_locked(os.path.dirname(archive)):
+                    _remove(stem_path + ".failed")
+            return
+        handle.cds = "rejected"
+        with open(log, encoding="utf-8", errors="replace") as f:
+            why = "the driver JVM refused the archive:\n" + f.read(64 * 1024)
+        with _cds_locked(os.path.dirname(archive)):
+            if _identity(archive) == handle._cds_identity:
+                _remove(archive)
+                _mark_failed(stem_path, why)
 
 
 def _preload():
