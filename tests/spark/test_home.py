@@ -110,15 +110,17 @@ def test_a_damaged_view_is_moved_aside_and_made_again(tmp_path, cache):
     assert len(os.listdir(H.views_dir())) == 2  # half an hour: left alone
     H.driver_home(str(real), now=1_000_000.0 + 7200)
     assert os.listdir(H.views_dir()) == [os.path.basename(view)]  # two hours: deleted
-    for name in ("jars", "conf"):  # a view with one of its directories made a link
-        if name == "jars":
-            shutil.rmtree(os.path.join(view, name))
-        else:
-            os.remove(os.path.join(view, name))
-        os.symlink(str(real / name), os.path.join(view, name))
-        assert H.driver_home(str(real)) == view
-        assert not os.path.islink(os.path.join(view, "jars"))
-        assert "spark-mllib_2.13-4.3.0.jar" not in os.listdir(os.path.join(view, "jars"))
+    # Its `jars` made a link to the real one (MLlib's jar in it again): made anew.
+    shutil.rmtree(os.path.join(view, "jars"))
+    os.symlink(str(real / "jars"), os.path.join(view, "jars"))
+    assert H.driver_home(str(real)) == view
+    assert not os.path.islink(os.path.join(view, "jars"))
+    assert "spark-mllib_2.13-4.3.0.jar" not in os.listdir(os.path.join(view, "jars"))
+    # A top-level entry that is not a link of ours (a real directory): made anew.
+    os.remove(os.path.join(view, "conf"))
+    os.mkdir(os.path.join(view, "conf"))
+    assert H.driver_home(str(real)) == view
+    assert os.readlink(os.path.join(view, "conf")) == str(real / "conf")
     assert "spark-mllib_2.13-4.3.0.jar" in os.listdir(real / "jars")
 
 

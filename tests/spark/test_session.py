@@ -250,6 +250,8 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     # Another installation's mark is kept (its count) for 30 days.
     other = directory / "spark-driver-other.failed"
     other.write_text("failures: 5\n")
+    then = time.time() - 2 * 86400
+    os.utime(other, (then, then))
     assert state_after(0) == "unavailable" and other.exists()
     then = time.time() - S._CDS_UNUSED_S - 60
     os.utime(other, (then, then))
@@ -265,8 +267,18 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     handle = S.SparkHandle(None, str(workdir), None, owned=False, cds="used",
                            cds_archive=given)
     handle._cds_identity = S._identity(given)
-    S._check_cds(handle)
+    written = os.stat(mark).st_mtime
+    S._check_cds(handle, written - 10)  # marked since this start began: another's refusal
+    assert handle.cds == "used" and mark.exists()
+    S._check_cds(handle, written + 10)
     assert handle.cds == "used" and not mark.exists() and archive.exists()
+
+    # A mark that cannot be read counts as one failure; the next one replaces it.
+    os.mkdir(mark)
+    assert S._failures(str(mark)) == 1
+    os.rmdir(mark)
+    os.mkdir(str(mark) + ".1.tmp")  # a draft left by a killed process is no mark
+    assert S._failures(str(mark)) == 0
 
 
 def test_a_claim_left_untouched_is_taken_for_abandoned(tmp_path, monkeypatch):
@@ -419,7 +431,7 @@ def test_an_archive_the_jvm_refused_is_dropped_unless_another_took_its_place(tmp
     if replaced:  # another process put a new archive under the same name since
         (tmp_path / "new.jsa").write_bytes(b"a newer one")
         os.replace(tmp_path / "new.jsa", archive)
-    S._check_cds(handle)
+    S._check_cds(handle, time.time())
     assert handle.cds == "rejected"
     assert archive.exists() == replaced
     # Dropped: no new recording for a while (the reason may be in the settings), and why.

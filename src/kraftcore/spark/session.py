@@ -184,7 +184,7 @@ _CDS_SETTLED_S = 1.0  # a .part file with a header, untouched for this long: com
 _CDS_WRITING_S = 600.0  # a claim (.part, no header) untouched this long lost its recorder
 _CDS_LOCK_WAIT_S = 2.0  # how long a start waits for the cache directory's lock
 _CDS_UNUSED_S = 30 * 86400.0  # other installations' archives unused for this long go
-_CDS_RETRY_S = 3600.0  # after a recorder failed, the next one is started this much later,
+_CDS_RETRY_S = 3600.0  # after a recorder failed, the next one is started this much later
 _CDS_RETRY_DOUBLINGS = 7  # twice as late after each failure in a row (at most 128 h)
 _CDS_FAILURES = re.compile(r"failures: ([0-9]+)\n")  # the first line of a `.failed` mark
 _CDS_USERS_OWN = re.compile(r"-Xshare:off|SharedArchiveFile|ArchiveClassesAtExit")
@@ -332,6 +332,8 @@ def _failures(mark):
             found = _CDS_FAILURES.match(f.readline())
     except FileNotFoundError:
         return 0
+    except OSError:  # there, but unreadable: one failure, and the mark is written anew
+        return 1
     return int(found.group(1)) if found else 1
 
 
@@ -345,8 +347,10 @@ def _mark_failed(stem_path, why):
     `_retry_after` the failures in a row so far (this one included); the file says why."""
     mark = stem_path + ".failed"
     failures = _failures(mark) + 1
-    with open(mark, "w", encoding="utf-8", errors="replace") as f:
+    draft = f"{mark}.{os.getpid()}.tmp"  # whole or not there: the count survives a kill
+    with open(draft, "w", encoding="utf-8", errors="replace") as f:
         f.write(f"failures: {failures}\n{why}")
+    os.replace(draft, mark)
 
 
 def _prepare_cds(workdir, conf, spark_home):
@@ -479,20 +483,23 @@ def _identity(path):
     return None if st is None else (st.st_dev, st.st_ino)
 
 
-def _check_cds(handle):
+def _check_cds(handle, started_at):
     """After the start: drop an archive the JVM refused (it said why in cds.log) — the
     file it was given, not one another process has put in its place since — and mark the
     installation failed with the JVM's reasons (a refusal that comes from the settings
     would otherwise have a new archive recorded every other start). An archive the JVM
-    took ends the failures in a row: their mark goes."""
+    took ends the failures in a row: their mark goes, unless it was written since this
+    start began (another start's JVM, with other settings, refused it meanwhile)."""
     log = os.path.join(handle.workdir, "cds.log")
     archive = handle.cds_archive
     stem_path = archive.rsplit("-", 1)[0]  # <stem>-<size>.jsa
+    mark = stem_path + ".failed"
     with contextlib.suppress(OSError):
         if os.path.getsize(log) == 0:
-            if os.path.exists(stem_path + ".failed"):
+            if os.path.exists(mark):
                 with _cds_locked(os.path.dirname(archive)):
-                    _remove(stem_path + ".failed")
+                    if os.stat(mark).st_mtime < started_at:
+                        _remove(mark)
             return
         handle.cds = "rejected"
         with open(log, encoding="utf-8", errors="replace") as f:
@@ -581,20 +588,20 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
     with open(log4j, "w") as f:
         f.write(LOG4J2)
     java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
-    cds_state, cds_archive = "off", None
+    cds_state, cds_archive, driver_from = "off", None, None
     # A new driver JVM is started only when this process has none yet (and is not run by
     # spark-submit, whose JVM is already there: PYSPARK_GATEWAY_PORT).
     if (local and owned and SparkContext._gateway is None
             and "PYSPARK_GATEWAY_PORT" not in os.environ):
         java_options += _DRIVER_JIT
-        if spark_home is None:
-            spark_home = real_home() if mllib else (driver_home() or real_home())
+        driver_from = spark_home or (real_home() if mllib
+                                     else driver_home() or real_home())
         if record_to is not None:
             cds_state, cds_archive = "recording", record_to
             java_options += [f"-XX:ArchiveClassesAtExit={record_to}", "-Xlog:cds*=off"]
         elif _cds_wanted(cds) and not _CDS_USERS_OWN.search(
                 conf.get("spark.driver.extraJavaOptions") or ""):  # not with the user's own
-            cds_state, options, cds_archive = _prepare_cds(workdir, conf, spark_home)
+            cds_state, options, cds_archive = _prepare_cds(workdir, conf, driver_from)
             java_options += options
     cds_identity = _identity(cds_archive)
     extra_java_options = conf.pop("spark.driver.extraJavaOptions", None)
@@ -630,7 +637,8 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                                        daemon=True)
             preload.start()
         try:
-            with _spark_home(spark_home), (_output_to(log_path) if quiet
+            started_at = time.time()
+            with _spark_home(driver_from), (_output_to(log_path) if quiet
                                      else contextlib.nullcontext()):
                 session = builder.getOrCreate()
             session.sparkContext.setLogLevel("ERROR")
@@ -651,12 +659,12 @@ def build_session(master="local[*]", *, app_name="kraftcore-verify", quiet=True,
                 preload.join()
     handle = SparkHandle(session, workdir, log_path, owned=owned, cds=cds_state,
                          cds_archive=cds_archive)
-    handle.spark_home = spark_home
+    handle.spark_home = driver_from
     handle._cds_identity = cds_identity
     if cds_state == "used":
-        _check_cds(handle)
+        _check_cds(handle, started_at)
     elif cds_state == "scheduled":  # Spark is up: a recorder, to record once it is stopped
-        started = _start_recorder(cds_archive, master, user_conf, spark_home)
+        started = _start_recorder(cds_archive, master, user_conf, driver_from)
         if started is None:
             handle.cds, handle.cds_archive = "unavailable", None
         else:
