@@ -144,7 +144,9 @@ def _extra(benchmark, info, peer):
 
 
 def _keep(name, benchmark, **extra):
-    _STATE[name] = (benchmark.stats.stats.median, extra)
+    """Keep the median for the summary printed at the end (none with --benchmark-disable)."""
+    if benchmark.stats is not None:
+        _STATE[name] = (benchmark.stats.stats.median, extra)
 
 
 # ------------------------------------------------------------------ in process
@@ -202,11 +204,15 @@ def test_in_process_verify(benchmark, dataset):
 # ------------------------------------------------------------------ spark
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(tmp_path_factory):
     from kraftcore.spark.session import build_session
 
-    # Warm once started; no class-data archive, whose recorder would run after it.
-    handle = build_session(MASTER, app_name="kraftcore-bench", cds=False)
+    # Warm once started; no class-data archive, whose recorder would run after it. The
+    # view of Spark's home the driver starts from goes to a cache of the run, not the
+    # user's (XDG_CACHE_HOME is read while the session starts).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("spark-cache")))
+        handle = build_session(MASTER, app_name="kraftcore-bench", cds=False)
     yield handle.session
     handle.stop()
 
