@@ -463,6 +463,17 @@ def test_leader_epoch_cache_end_offsets():
     assert not cache.assign(2, 500) and cache.assign(4, 500)
 
 
+def test_a_new_epoch_at_the_latest_ones_start_replaces_it():
+    """The log start moved up to the log end (no record left of epoch 0), then a leader of
+    epoch 1 appends there: epoch 1 starts at 6, and epoch 0 holds nothing."""
+    cache = LeaderEpochCache([(0, 0)])
+    cache.truncate_from_start(6)
+    assert cache.entries() == [(0, 6)]
+    assert cache.assign(1, 6)
+    assert cache.entries() == [(1, 6)]
+    assert cache.end_offset_for_epoch(0, 9) == (0, 6)
+
+
 def test_verify_records_can_be_limited_to_crcs(open_log):
     from tests.records_util import with_records
 

@@ -2,9 +2,9 @@
 `LeaderEpochFileCache`), and the "end offset for epoch" query followers use to find where
 their log diverges from the leader's (KIP-101, KIP-595).
 
-Invariant: epochs strictly increase and start offsets never decrease from one entry to the
-next. The cache changes only with the log: an append that starts a new epoch, a
-truncation, a move of the log start offset. Persisting it is the log's job.
+Invariant: epochs and start offsets strictly increase from one entry to the next. The
+cache changes only with the log: an append that starts a new epoch, a truncation, a move
+of the log start offset. Persisting it is the log's job.
 """
 
 import bisect
@@ -32,8 +32,11 @@ class LeaderEpochCache:
         see one (appends) refuse it before it gets here."""
         if epoch < 0 or epoch <= self.latest_epoch:
             return False
-        if self._offsets and start_offset < self._offsets[-1]:
-            # A new epoch starting before the previous one: the entries it covers are stale.
+        if self._offsets and start_offset <= self._offsets[-1]:
+            # A new epoch starting at or before the latest one's start: the entries it
+            # covers hold no record of theirs (Kafka drops every entry whose start offset
+            # is >= the new one's). Such an entry is left where the log start offset moved
+            # up to the log end.
             self.truncate_from_end(start_offset)
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
