@@ -13,7 +13,8 @@ from kc cimport (kc_batch_info, kc_check_batch_fn, KC_CHECK_BATCH_CAPSULE,
 
 from kraftcore._c import records as _records
 from kraftcore._py.segment import (ScanResult, NO_STAMP, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES,
-                                   RELATIVE_OFFSET_MAX, HEADER_BYTES_UP_TO_MAGIC)
+                                   RELATIVE_OFFSET_MAX, HEADER_BYTES_UP_TO_MAGIC, INT32_MIN,
+                                   INT32_MAX)
 from kraftcore.errors import CorruptRecordError, InvalidAppendError
 
 cdef kc_check_batch_fn check_batch = <kc_check_batch_fn>PyCapsule_GetPointer(
@@ -24,6 +25,7 @@ _new_tuple = tuple.__new__
 cdef enum:
     LOG_OVERHEAD = 12
     HEADER_BYTES = 61
+    STAMPED_HEADER_BYTES = 16
 
 
 cdef inline void _offset_entry(bytearray out, int64_t relative, int64_t position):
@@ -152,6 +154,105 @@ def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
         pos, batches, first_offset, next_offset, bytes(offset_entries), bytes(time_entries),
         bytes_since_index, max_timestamp, offset_of_max_timestamp, last_index_timestamp,
         epochs, error))
+
+
+cdef class SegmentState:
+    """What an append changes in the active segment; see `kraftcore._py.segment.SegmentState`."""
+    cdef public int64_t base_offset, size, file_bytes, next_offset, bytes_since_index
+    cdef public int64_t max_timestamp, offset_of_max_timestamp, last_index_timestamp
+    cdef public bytearray offset_index, time_index
+    # the state before the last stamp_append, for undo_append
+    cdef int64_t _undo[7]
+    cdef Py_ssize_t _undo_index_bytes, _undo_time_index_bytes
+    cdef bint _undo_ready
+
+    def __init__(self, int64_t base_offset=0):
+        self.base_offset = base_offset
+        self.size = self.file_bytes = 0
+        self.next_offset = base_offset
+        self.bytes_since_index = 0
+        self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
+        self.offset_index = bytearray()
+        self.time_index = bytearray()
+        self._undo_ready = False
+
+    def stamp_append(self, buffer, int64_t assign_offset, int64_t stamp_epoch,
+                     int64_t index_interval_bytes, bint verify_records=True,
+                     int64_t batch_bytes_max=-1):
+        """One leader batch in one call; see `kraftcore._py.segment.SegmentState.stamp_append`."""
+        cdef Py_buffer view
+        cdef kc_batch_info info
+        cdef int64_t size, last_offset
+        cdef uint8_t header[STAMPED_HEADER_BYTES]
+        self._undo_ready = False
+        if assign_offset < self.base_offset:
+            raise ValueError(
+                f"offset {assign_offset} is below the segment's base offset {self.base_offset}")
+        if not INT32_MIN <= stamp_epoch <= INT32_MAX:
+            raise ValueError(f"leader epoch {stamp_epoch} is not an int32")
+        if self.offset_index is None or self.time_index is None:
+            raise TypeError("the segment's indexes are not set")
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+        try:
+            check_batch(<const uint8_t *>view.buf, 0, view.len, verify_records, &info)
+            size = LOG_OVERHEAD + <int64_t>info.batch_length
+            if size != view.len:
+                raise InvalidAppendError(
+                    f"expected one record batch of {view.len} bytes, found a batch of {size} "
+                    "bytes followed by more")
+            if 0 <= batch_bytes_max < size:
+                raise InvalidAppendError(
+                    f"the batch at byte 0 is {size} bytes, above the limit of {batch_bytes_max}")
+            last_offset = assign_offset + info.last_offset_delta
+            if last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
+                return None
+            kc_put_be64(header, <uint64_t>assign_offset)
+            kc_put_be32(header + 8, <uint32_t>info.batch_length)
+            kc_put_be32(header + 12, <uint32_t><int32_t>stamp_epoch)
+        finally:
+            PyBuffer_Release(&view)
+        self._undo[0] = self.size
+        self._undo[1] = self.file_bytes
+        self._undo[2] = self.next_offset
+        self._undo[3] = self.bytes_since_index
+        self._undo[4] = self.max_timestamp
+        self._undo[5] = self.offset_of_max_timestamp
+        self._undo[6] = self.last_index_timestamp
+        self._undo_index_bytes = len(self.offset_index)
+        self._undo_time_index_bytes = len(self.time_index)
+        self._undo_ready = True
+        if info.max_timestamp > self.max_timestamp:
+            self.max_timestamp = info.max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_index > index_interval_bytes:
+            _offset_entry(self.offset_index, last_offset - self.base_offset, self.size)
+            if self.max_timestamp > self.last_index_timestamp:
+                _time_entry(self.time_index, self.max_timestamp,
+                            self.offset_of_max_timestamp - self.base_offset)
+                self.last_index_timestamp = self.max_timestamp
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.size += size
+        if self.file_bytes < self.size:
+            self.file_bytes = self.size
+        self.next_offset = last_offset + 1
+        return (<char *>header)[:STAMPED_HEADER_BYTES]
+
+    def undo_append(self):
+        """Put the state back as it was before the last `stamp_append`, which must have taken
+        its batch; once."""
+        if not self._undo_ready:
+            raise RuntimeError("no append to undo")
+        self._undo_ready = False
+        self.size = self._undo[0]
+        self.file_bytes = self._undo[1]
+        self.next_offset = self._undo[2]
+        self.bytes_since_index = self._undo[3]
+        self.max_timestamp = self._undo[4]
+        self.offset_of_max_timestamp = self._undo[5]
+        self.last_index_timestamp = self._undo[6]
+        del self.offset_index[self._undo_index_bytes:]
+        del self.time_index[self._undo_time_index_bytes:]
 
 
 def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t max_bytes):

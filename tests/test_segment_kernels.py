@@ -328,3 +328,141 @@ def test_implementations_agree_on_damaged_records_of_a_large_batch(fix_crc):
             assert py_outcome == c_outcome, (position, value)
             if not fix_crc and damaged != clean:
                 assert all("CRC mismatch" in o[2] for o in outcomes), (position, value)
+
+
+# ------------------------------------------------------------------ SegmentState.stamp_append
+
+
+def _state_fields(state):
+    return (state.base_offset, state.size, state.file_bytes, state.next_offset,
+            state.bytes_since_index, state.max_timestamp, state.offset_of_max_timestamp,
+            state.last_index_timestamp, bytes(state.offset_index), bytes(state.time_index))
+
+
+def _one_batches(records, count, per_batch=5, value_bytes=300):
+    """`count` separate encoded batches (offset 0, epoch 0; a leader stamps its own)."""
+    return [records.encode_batch([bytes([i % 251]) * value_bytes for _ in range(per_batch)],
+                                 timestamp=TS + (i * 7919) % 50)
+            for i in range(count)]
+
+
+def test_stamp_append_takes_batches_as_a_scan_of_the_stamped_bytes_would(impl):
+    """One call per batch gives the stamped header (the caller's bytes untouched) and the
+    same index entries, offsets and timestamps as scanning what was written."""
+    base = 1000
+    state = impl.segment.SegmentState(base)
+    written = bytearray()
+    offset = base + 10
+    for i, batch in enumerate(_one_batches(impl.records, 30)):
+        original = bytes(batch)
+        header = state.stamp_append(batch, offset, 4 + i // 10, 4096)
+        assert batch == original and len(header) == 16
+        written += header + batch[16:]
+        offset += 5
+    assert _state_fields(state)[1:4] == (len(written), len(written), offset)
+    scan = impl.segment.scan_batches(bytes(written), base, expected_offset=base + 10)
+    assert (scan.valid_bytes, scan.next_offset, scan.error) == (len(written), offset, None)
+    assert (bytes(state.offset_index), bytes(state.time_index)) == (
+        scan.offset_index, scan.time_index)
+    assert state.offset_index  # the cadence did produce entries
+    assert (state.bytes_since_index, state.max_timestamp, state.offset_of_max_timestamp,
+            state.last_index_timestamp) == (scan.bytes_since_index, scan.max_timestamp,
+                                            scan.offset_of_max_timestamp,
+                                            scan.last_index_timestamp)
+    assert scan.epochs == [(4, 1010), (5, 1060), (6, 1110)]
+    decoded = impl.records.decode_batches(bytes(written))  # every CRC still holds
+    assert [b.base_offset for b in decoded] == list(range(base + 10, offset, 5))
+
+
+def test_stamp_append_refuses_bad_input_and_changes_nothing(impl):
+    state = impl.segment.SegmentState(100)
+    good, other = _one_batches(impl.records, 2)
+    state.stamp_append(good, 100, 1, 0)
+    before = _state_fields(state)
+    flipped = bytearray(good)
+    flipped[-1] ^= 1
+    cases = [
+        (bytes(flipped), CorruptRecordError, "CRC"),
+        (good[:-1], CorruptRecordError, "truncated"),
+        (good[:40], CorruptRecordError, "truncated"),
+        (b"", CorruptRecordError, "truncated"),
+        (good + other, InvalidAppendError, "one record batch"),
+    ]
+    for data, error, match in cases:
+        with pytest.raises(error, match=match):
+            state.stamp_append(data, 105, 1, 0)
+        assert _state_fields(state) == before
+    with pytest.raises(InvalidAppendError, match="above the limit"):
+        state.stamp_append(other, 105, 1, 0, True, len(other) - 1)
+    with pytest.raises(ValueError, match="below the segment's base offset"):
+        state.stamp_append(other, 99, 1, 0)
+    with pytest.raises((ValueError, OverflowError)):
+        state.stamp_append(other, 105, 2**31, 0)
+    with pytest.raises(TypeError):
+        state.stamp_append("not bytes", 105, 1, 0)
+    assert _state_fields(state) == before
+    state.stamp_append(other, 105, 1, 0)  # and the state still takes the next batch
+    assert state.next_offset == 110
+
+
+def test_stamp_append_leaves_a_batch_that_overflows_the_segment_to_the_caller(impl):
+    state = impl.segment.SegmentState(0)
+    batch = _one_batches(impl.records, 1)[0]  # offsets 0..4 relative to its base
+    before = _state_fields(state)
+    assert state.stamp_append(batch, 2**31 - 4, 0, 0) is None  # last offset 2^31
+    assert _state_fields(state) == before
+    assert state.stamp_append(batch, 2**31 - 5, 0, 0) is not None  # last offset 2^31 - 1
+    assert state.next_offset == 2**31
+
+
+def test_undo_append_puts_back_the_state_before_the_last_append(impl):
+    state = impl.segment.SegmentState(0)
+    batches = _one_batches(impl.records, 4, value_bytes=2000)
+    for i, batch in enumerate(batches[:3]):
+        state.stamp_append(batch, 5 * i, 0, 100)
+    before = _state_fields(state)
+    state.stamp_append(batches[3], 15, 0, 100)
+    assert _state_fields(state) != before
+    state.undo_append()
+    assert _state_fields(state) == before
+    with pytest.raises(RuntimeError, match="no append to undo"):
+        state.undo_append()
+    assert state.stamp_append(batches[3], 2**31, 0, 0) is None
+    with pytest.raises(RuntimeError, match="no append to undo"):  # nothing was taken
+        state.undo_append()
+
+
+@needs_both
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_implementations_agree_on_stamped_appends(data):
+    """Both kernels give the same header, outcome and state on the same sequence of
+    appends, damaged ones and undone ones among them."""
+    py, c = _both()
+    from kraftcore._py import records
+
+    base = data.draw(st.integers(0, 2**31))
+    states = (py.SegmentState(base), c.SegmentState(base))
+    interval = data.draw(st.integers(0, 5000))
+    offset = base
+    for _ in range(data.draw(st.integers(1, 6))):
+        batch = bytearray(records.encode_batch(
+            [b"v" * data.draw(st.integers(0, 900)) for _ in range(data.draw(st.integers(1, 4)))],
+            timestamp=data.draw(st.integers(-1, TS))))
+        if data.draw(st.booleans()):
+            batch[data.draw(st.integers(0, len(batch) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+        batch = bytes(batch[: data.draw(st.sampled_from([len(batch), data.draw(
+            st.integers(0, len(batch)))]))])
+        epoch = data.draw(st.integers(-1, 3))
+        verify = data.draw(st.booleans())
+        outcomes = [_outcome(s.stamp_append, batch, offset, epoch, interval, verify)
+                    for s in states]
+        assert outcomes[0] == outcomes[1]
+        assert _state_fields(states[0]) == _state_fields(states[1])
+        if isinstance(outcomes[0], bytes):
+            if data.draw(st.booleans()):
+                for s in states:
+                    s.undo_append()
+                assert _state_fields(states[0]) == _state_fields(states[1])
+            else:
+                offset = states[0].next_offset

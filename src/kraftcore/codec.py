@@ -72,6 +72,7 @@ RecordBatch = _records.RecordBatch
 Record = _records.Record
 
 scan_batches = _segment.scan_batches
+SegmentState = _segment.SegmentState
 locate_batches = _segment.locate_batches
 index_search = _segment.index_search
 check_offset_index = _segment.check_offset_index

@@ -198,6 +198,41 @@ def test_segments_roll_by_size_and_time_with_kafka_names(open_log, clock):
     assert read_all(log) == list(enumerate(values(100) * 6 + values(1)))
 
 
+def _sparse_batch(last_offset_delta, value=b"x"):
+    """One record whose batch claims `last_offset_delta` + 1 offsets (as a compacted batch
+    may), with its CRC made good."""
+    batch = bytearray(codec.encode_batch([value], timestamp=TS))
+    batch[23:27] = last_offset_delta.to_bytes(4, "big")
+    batch[17:21] = codec.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return batch
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "follower"])
+def test_offsets_beyond_a_segments_int32_range_roll_a_new_segment(open_log, tmp_path, kind):
+    """Offsets are stored relative to the segment's base as int32: an append that would
+    pass 2^31 - 1 goes to a new segment, as Kafka's roll does."""
+    log = open_log()
+    delta = 2**30
+    for i in range(3):
+        batch = _sparse_batch(delta, value=b"%d" % i)
+        if kind == "bytes":
+            log.append(bytes(batch))
+        elif kind == "bytearray":
+            log.append(batch)
+        else:
+            batch[0:8] = log.log_end_offset.to_bytes(8, "big")
+            log.append_as_follower(bytes(batch))
+    step = delta + 1
+    assert log.segment_base_offsets == [0, step, 2 * step]
+    assert log.log_end_offset == 3 * step
+    log.close()
+    log = open_log()  # the segments read back, their relative offsets within range
+    assert log.segment_base_offsets == [0, step, 2 * step]
+    assert [(b.base_offset, b.records[0].value) for offset in (0, step, 2 * step)
+            for b in log.read(offset, 1 << 20).batches()] == [
+        (0, b"0"), (step, b"1"), (2 * step, b"2")]
+
+
 def test_an_append_larger_than_a_segment_is_refused(open_log):
     log = open_log(segment_bytes=5000)
     with pytest.raises(InvalidAppendError, match="cannot fit a segment"):

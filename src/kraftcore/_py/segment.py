@@ -14,6 +14,11 @@ time entry (segment max timestamp so far -> last offset of the batch holding it)
 timestamp is greater than the previous time entry's. So the first batch of a segment is
 never indexed.
 
+`SegmentState` holds what an append changes in the active segment (its size, next offset,
+max timestamp and in-memory indexes); its `stamp_append` takes a leader's one-batch append
+in one call: check, assign the offset and epoch (returned as a patched header, the
+caller's bytes untouched), index, and advance, or change nothing.
+
 `scan_batches` validates every batch (framing, CRC and, with `verify_records`, each record),
 checks offsets (increasing, inside the segment's int32 relative range, contiguous when asked),
 records the leader epochs that start in the scanned bytes, and optionally rewrites each
@@ -42,6 +47,9 @@ NO_STAMP = -2
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
+# The stamped head of a batch: base offset, batch length, partition leader epoch.
+STAMPED_HEADER = struct.Struct(">qii")
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class ScanResult(NamedTuple):
@@ -190,6 +198,88 @@ def scan_batches(
         bytes_since_index, max_timestamp, offset_of_max_timestamp, last_index_timestamp,
         epochs, error,
     )
+
+
+class SegmentState:
+    """What an append changes in the active segment of a log: the bytes of whole batches it
+    holds (`size`; `file_bytes` is the file's length, longer when preallocated), the offset
+    after its last batch, its max timestamp and the batch holding it, and its in-memory
+    `.index` / `.timeindex` entries with their cadence (`bytes_since_index`,
+    `last_index_timestamp`). `kraftcore.log.segment.Segment` is built on it.
+
+    `stamp_append` is the leader's append of one encoded batch as one call; `undo_append`
+    takes the last one back when the caller's write of it failed."""
+
+    def __init__(self, base_offset=0):
+        self.base_offset = base_offset
+        self.size = self.file_bytes = 0
+        self.next_offset = base_offset
+        self.bytes_since_index = 0
+        self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
+        self.offset_index = bytearray()
+        self.time_index = bytearray()
+        self._undo = None
+
+    def stamp_append(self, buffer, assign_offset, stamp_epoch, index_interval_bytes,
+                     verify_records=True, batch_bytes_max=-1):
+        """Take `buffer`, exactly one encoded batch, as the next batch of this segment, with
+        base offset `assign_offset` and partition leader epoch `stamp_epoch`, to be written
+        at byte `size`. The batch is checked as `scan_batches` checks an append (framing,
+        CRC, the records with `verify_records`, `batch_bytes_max` when >= 0); the offset
+        and epoch are not written into `buffer` (it may be read-only): the return value is
+        its first 16 bytes with them stamped, to be written followed by `buffer[16:]`.
+
+        Returns None, with nothing changed, when the batch's offsets do not fit this
+        segment's int32 relative range (the caller rolls a new segment). A bad batch raises
+        `CorruptRecordError` or `InvalidAppendError` with nothing changed."""
+        self._undo = None
+        if assign_offset < self.base_offset:
+            raise ValueError(
+                f"offset {assign_offset} is below the segment's base offset {self.base_offset}")
+        if not INT32_MIN <= stamp_epoch <= INT32_MAX:
+            raise ValueError(f"leader epoch {stamp_epoch} is not an int32")
+        view = _view(buffer)
+        fields = check_batch(view, 0, verify_records)
+        batch_length, last_delta, batch_max_ts = fields[1], fields[6], fields[8]
+        size = LOG_OVERHEAD + batch_length
+        if size != len(view):
+            raise InvalidAppendError(
+                f"expected one record batch of {len(view)} bytes, found a batch of {size} "
+                "bytes followed by more")
+        if 0 <= batch_bytes_max < size:
+            raise InvalidAppendError(
+                f"the batch at byte 0 is {size} bytes, above the limit of {batch_bytes_max}")
+        last_offset = assign_offset + last_delta
+        if last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
+            return None
+        self._undo = (self.size, self.file_bytes, self.next_offset, self.bytes_since_index,
+                      self.max_timestamp, self.offset_of_max_timestamp,
+                      self.last_index_timestamp, len(self.offset_index), len(self.time_index))
+        if batch_max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = batch_max_ts, last_offset
+        if self.bytes_since_index > index_interval_bytes:
+            self.last_index_timestamp = _add_entries(
+                self.offset_index, self.time_index, self.base_offset, last_offset, self.size,
+                self.max_timestamp, self.offset_of_max_timestamp, self.last_index_timestamp)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.size += size
+        self.file_bytes = max(self.file_bytes, self.size)
+        self.next_offset = last_offset + 1
+        return STAMPED_HEADER.pack(assign_offset, batch_length, stamp_epoch)
+
+    def undo_append(self):
+        """Put the state back as it was before the last `stamp_append`, which must have taken
+        its batch; once."""
+        undo = self._undo
+        if undo is None:
+            raise RuntimeError("no append to undo")
+        self._undo = None
+        (self.size, self.file_bytes, self.next_offset, self.bytes_since_index,
+         self.max_timestamp, self.offset_of_max_timestamp, self.last_index_timestamp,
+         index_bytes, time_index_bytes) = undo
+        del self.offset_index[index_bytes:]
+        del self.time_index[time_index_bytes:]
 
 
 def _add_entries(offset_entries, time_entries, base, last_offset, position, max_ts,

@@ -19,7 +19,13 @@ def pwrite_all(fd, data, position):
     `pwritev` (a log append writes a batch header it patched followed by the rest of the
     caller's bytes, without copying them into one buffer first)."""
     if isinstance(data, (list, tuple)):
-        _pwritev_all(fd, data, position)
+        # the common case written out here: this runs on every log append
+        if _HAS_PWRITEV and 0 < len(data) <= _IOV_MAX:
+            done = os.pwritev(fd, data, position)
+            if done != sum(map(len, data)):
+                _pwritev_rest(fd, data, position, done)
+        else:
+            _pwritev_rest(fd, data, position, 0)
         return
     view = memoryview(data)
     while view:
@@ -30,14 +36,10 @@ def pwrite_all(fd, data, position):
         position += written
 
 
-def _pwritev_all(fd, buffers, position):
-    """`pwrite_all` of pieces (bytes, bytearray or memoryviews of bytes: `len` is their
-    size): one `pwritev` unless it writes short or there are more than IOV_MAX pieces."""
-    done = 0
-    if _HAS_PWRITEV and 0 < len(buffers) <= _IOV_MAX:
-        done = os.pwritev(fd, buffers, position)
-        if done == sum(map(len, buffers)):
-            return
+def _pwritev_rest(fd, buffers, position, done):
+    """The rest of `pwrite_all` of pieces (bytes, bytearray or memoryviews of bytes: `len`
+    is their size) once a first `pwritev` wrote `done` bytes of them short (or none, with
+    more than IOV_MAX pieces)."""
     views = [view for view in (memoryview(b).cast("B") for b in buffers) if view]
     first = 0  # views[first:] are still to be written, less the `done` bytes written
     position += done

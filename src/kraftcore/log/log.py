@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 from kraftcore import codec
 from kraftcore._py.segment import NO_STAMP
-from kraftcore.errors import (InvalidAppendError, InvalidOffsetError,
+from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               LogClosedError, OffsetOutOfRangeError, StorageError)
 from kraftcore.log import checkpoint, fileio
 from kraftcore.log.config import LogConfig, INT32_MAX
@@ -55,11 +55,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 _DISCARDED_SUFFIXES = (".tmp", ".deleted", ".cleaned")
 _VALUES_TYPES = (list, tuple)
-# The header bytes a leader append rewrites, with the batch length between them: base
-# offset (0-7), batch length (8-11, unchanged), partition leader epoch (12-15). None of
-# them is covered by the CRC (kafka-facts §2.1–2.2).
-_HEADER_PATCH = struct.Struct(">qii")
-
 
 class _Scan(NamedTuple):
     """How `scan_batches` treats an append (its parameters of the same names); the rest
@@ -134,6 +129,9 @@ class Log:
     def __init__(self, path, config, clock):
         self.path = os.path.abspath(path)
         self.config = config
+        # what `_should_roll` compares with, worked out once: it runs on every append
+        self._index_entries_max = (config.offset_index_entries_max - 1,
+                                   config.time_index_entries_max - 2)
         self._clock = clock
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()  # held during fsyncs; closing fds waits for it
@@ -374,18 +372,21 @@ class Log:
             if epoch < latest:
                 raise InvalidAppendError(
                     f"leader epoch {epoch} is below the log's latest epoch {latest}")
-            if encoded is None:
-                if timestamp is None:
-                    timestamp = -1 if timestamps is not None else self._clock()
-                encoded = codec.encode_batch(
-                    records, keys=keys, headers=headers, timestamps=timestamps,
-                    timestamp=timestamp, compression=compression, base_offset=self._leo,
-                    leader_epoch=epoch)
-                scan = _Scan(verify_records=False)
+            if patch:
+                base = self._append_one(encoded, epoch)
             else:
-                scan = _new_scan(_Scan, (-1, self._leo, epoch, self.config.verify_records,
-                                         not patch))
-            base = self._append_locked(encoded, scan, patch)
+                if encoded is None:
+                    if timestamp is None:
+                        timestamp = -1 if timestamps is not None else self._clock()
+                    encoded = codec.encode_batch(
+                        records, keys=keys, headers=headers, timestamps=timestamps,
+                        timestamp=timestamp, compression=compression, base_offset=self._leo,
+                        leader_epoch=epoch)
+                    scan = _Scan(verify_records=False)
+                else:
+                    scan = _new_scan(_Scan, (-1, self._leo, epoch, self.config.verify_records,
+                                             True))
+                base = self._append_locked(encoded, scan)
         if sync and self.config.fsync == "always":  # `_after_append`, written out
             self._sync_through(self._leo)
         return base
@@ -403,12 +404,69 @@ class Log:
         self._after_append(sync)
         return base
 
-    def _append_locked(self, data, scan, patch=False):
+    def _append_locked(self, data, scan):
         """Check `data` (and assign its offsets) with `scan`, roll if needed, write it and
-        take its epochs. With `patch`, `data` is one batch whose offset and epoch the scan
-        did not write: they go out in a patched copy of its first 16 bytes, followed by
-        the rest of `data`, in one write."""
+        take its epochs."""
         size = len(data)
+        self._check_size(size)
+        now = self._clock()
+        segment = self._segments[-1]
+        # Check (and stamp) the batches before anything changes: a refused append must not
+        # even roll a segment. A roll means scanning again for the new segment's positions.
+        fits = True
+        try:
+            result = self._scan_for(segment, data, scan)
+        except CorruptRecordError:
+            if not segment.size:
+                raise
+            # Sound batches whose offsets only overflow this segment's int32 range go to a
+            # new one (Kafka rolls too); anything else fails this scan as well.
+            self._scan_for(codec.SegmentState(self._leo), data, scan)
+            fits = False
+        if segment.size and (not fits or self._should_roll(segment, size, now)):
+            segment = self._roll(now)
+            result = self._scan_for(segment, data, scan)
+        try:
+            segment.append(data, result)
+        except OSError as exc:
+            self._append_failed(exc, size)
+        self._take_epochs(segment, result.epochs, result.first_offset)
+        self._leo = result.next_offset
+        return result.first_offset
+
+    def _append_one(self, data, epoch):
+        """The leader's append of one encoded batch (bytes): the kernel checks it and takes
+        it into the active segment's state in one call (`SegmentState.stamp_append`), and
+        its stamped header and the rest of `data` go out in one write. As `_append_locked`,
+        without its general scan."""
+        size = len(data)
+        config = self.config
+        self._check_size(size)
+        now = self._clock()
+        segment = self._segments[-1]
+        roll = segment.size and self._should_roll(segment, size, now)
+        # checked before anything changes: a refused batch does not even roll a segment
+        header = segment.stamp_append(data, self._leo, epoch, config.index_interval_bytes,
+                                      config.verify_records, config.max_batch_bytes)
+        if roll or (header is None and segment.size):
+            if header is not None:
+                segment.undo_append()
+            segment = self._roll(now)
+            header = segment.stamp_append(data, self._leo, epoch, config.index_interval_bytes,
+                                          config.verify_records, config.max_batch_bytes)
+        if header is None:
+            raise InvalidAppendError("the append spans more than 2^31 offsets")
+        first = self._leo
+        try:
+            segment.write_stamped(header, data)
+        except OSError as exc:
+            self._append_failed(exc, size)
+        if epoch > self._epochs.latest_epoch:
+            self._take_epochs(segment, ((epoch, first),), first)
+        self._leo = segment.next_offset
+        return first
+
+    def _check_size(self, size):
         config = self.config
         if size == 0:
             raise InvalidAppendError("nothing to append: no record batches given")
@@ -420,47 +478,35 @@ class Log:
             raise InvalidAppendError(
                 f"an append of {size} bytes cannot fit a segment of segment_bytes "
                 f"({config.segment_bytes})")
-        now = self._clock()
-        segment = self._segments[-1]
-        # Check (and stamp) the batches before anything changes: a refused append must not
-        # even roll a segment. A roll means scanning again for the new segment's positions.
-        # (`_overflows` is written out here: this runs on every append.)
-        result = self._scan_for(segment, data, scan)
-        if segment.size and (result.next_offset - 1 - segment.base_offset > INT32_MAX
-                             or self._should_roll(segment, size, now)):
-            segment = self._roll(now)
-            result = self._scan_for(segment, data, scan)
-        if result.next_offset - 1 - segment.base_offset > INT32_MAX:
-            raise InvalidAppendError("the append spans more than 2^31 offsets")
-        if patch:
-            data = [_HEADER_PATCH.pack(result.first_offset, size - 12, scan.stamp_epoch),
-                    memoryview(data)[_HEADER_PATCH.size:]]
-        try:
-            segment.append(data, result)
-        except OSError as exc:
-            error = _storage_error(exc, f"appending {size} bytes to {self.path}")
-            if getattr(exc, "rollback_failed", False):
-                self._go_offline(error)
-            raise error from exc
+
+    def _append_failed(self, exc, size):
+        error = _storage_error(exc, f"appending {size} bytes to {self.path}")
+        if getattr(exc, "rollback_failed", False):
+            self._go_offline(error)
+        raise error from exc
+
+    def _take_epochs(self, segment, epochs, first_offset):
+        """Record the leader epochs an append started; if their checkpoint cannot be
+        written, take the append's batches back out (it did not happen) and raise."""
+        if not epochs:
+            return
+        entries = self._epochs.entries()
         changed = False
-        if result.epochs:
-            entries = self._epochs.entries()
-            for epoch, offset in result.epochs:
-                changed |= self._epochs.assign(epoch, offset)
-        if changed:
+        for epoch, offset in epochs:
+            changed |= self._epochs.assign(epoch, offset)
+        if not changed:
+            return
+        try:
+            self._write_epochs()
+        except StorageError as exc:
+            # a full disk can fail the checkpoint after the data went in (preallocated
+            # segments)
+            self._epochs = LeaderEpochCache(entries)
             try:
-                self._write_epochs()
-            except StorageError as exc:
-                # a full disk can fail the checkpoint after the data went in (preallocated
-                # segments): take the batches back out, the append did not happen
-                self._epochs = LeaderEpochCache(entries)
-                try:
-                    segment.truncate_to(result.first_offset)
-                except OSError:
-                    self._go_offline(exc)
-                raise
-        self._leo = result.next_offset
-        return result.first_offset
+                segment.truncate_to(first_offset)
+            except OSError:
+                self._go_offline(exc)
+            raise
 
     def _after_append(self, sync):
         if self.config.fsync == "always" and sync:
@@ -478,19 +524,15 @@ class Log:
             stamp_epoch, False, verify_records, True, False,
             config.max_batch_bytes, stamp_in_place)
 
-    @staticmethod
-    def _overflows(segment, result):
-        """Offsets must fit an int32 relative to the segment's base (Kafka's rule)."""
-        return result.next_offset - 1 - segment.base_offset > INT32_MAX
-
     def _should_roll(self, segment, incoming_bytes, now):
         """Kafka's `shouldRoll`: the append would pass segment_bytes, the segment is older
         than segment_ms, or an index is full (one time entry kept for the final one)."""
         config = self.config
+        offset_entries_max, time_entries_max = self._index_entries_max
         return (segment.size > config.segment_bytes - incoming_bytes
                 or now - segment.created_ms > config.segment_ms
-                or len(segment.offset_index) // 8 >= config.offset_index_entries_max - 1
-                or len(segment.time_index) // 12 >= config.time_index_entries_max - 2)
+                or len(segment.offset_index) >= offset_entries_max * 8
+                or len(segment.time_index) >= time_entries_max * 12)
 
     def roll(self):
         """Start a new segment at the log end offset (if the active one holds data)."""

@@ -43,26 +43,20 @@ def parse_prefix(name):
     return None
 
 
-class Segment:
+class Segment(codec.SegmentState):
+    """The kernel's `SegmentState` (size, next offset, max timestamp, in-memory indexes)
+    plus the segment's files."""
+
     def __init__(self, directory, base_offset, config):
+        super().__init__(base_offset)
         self.directory = directory
-        self.base_offset = base_offset
         self.config = config
         self.log_fd = self.index_fd = self.time_index_fd = -1
-        self.size = 0
-        self.file_bytes = 0
-        self.next_offset = base_offset
-        self.offset_index = bytearray()
-        self.time_index = bytearray()
         # Index bytes already in the files. The in-memory copies lead while the segment is
         # active (recovery rebuilds the active segment's indexes from its data anyway);
         # `seal` writes the rest, so an inactive segment's files are complete.
         self.offset_index_written = 0
         self.time_index_written = 0
-        self.bytes_since_index = 0
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.last_index_timestamp = -1
         self.created_ms = 0
         self.missing_indexes = ()  # index files `open` had to create
 
@@ -214,20 +208,39 @@ class Segment:
         segment is put back as it was and the error is raised; if even that fails, the
         OSError carries `rollback_failed`."""
         position = self.size
-        size = result.valid_bytes
-        try:
-            fileio.pwrite_all(self.log_fd, data, position)
-        except OSError as exc:
-            try:
-                fileio.truncate(self.log_fd, position)
-                self.file_bytes = position
-            except OSError:
-                exc.rollback_failed = True
-            raise
-        self.size = position + size
+        self._write_at(data, position)
+        self.size = position + result.valid_bytes
         self.file_bytes = max(self.file_bytes, self.size)
         self.next_offset = result.next_offset
         self._take(result)
+
+    def write_stamped(self, header, data):
+        """Write the batch the last `stamp_append` took: its stamped `header`, then the rest
+        of `data`. On an OSError the state goes back to before the `stamp_append` (and the
+        error is raised as `append` raises it)."""
+        position = self.size - len(data)
+        try:
+            fileio.pwrite_all(self.log_fd, [header, memoryview(data)[len(header):]], position)
+        except OSError as exc:
+            self.undo_append()
+            self._cut_after(exc, position)
+            raise
+
+    def _write_at(self, data, position):
+        try:
+            fileio.pwrite_all(self.log_fd, data, position)
+        except OSError as exc:
+            self._cut_after(exc, position)
+            raise
+
+    def _cut_after(self, exc, position):
+        """After a failed write at `position`: cut the file back there; if even that fails,
+        mark `exc` with `rollback_failed`."""
+        try:
+            fileio.truncate(self.log_fd, position)
+            self.file_bytes = position
+        except OSError:
+            exc.rollback_failed = True
 
     def _take(self, result):
         self.offset_index += result.offset_index
