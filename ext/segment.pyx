@@ -5,8 +5,9 @@ Batches are checked by kraftcore._c.records' `_check_batch`, reached through the
 that module exports, so both kernels share one definition of a valid batch.
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t, INT64_MAX
 
 from kc cimport (kc_batch_info, kc_check_batch_fn, KC_CHECK_BATCH_CAPSULE,
                  kc_put_be32, kc_put_be64, kc_get_be32, kc_get_be64)
@@ -28,18 +29,26 @@ cdef enum:
     STAMPED_HEADER_BYTES = 16
 
 
-cdef inline void _offset_entry(bytearray out, int64_t relative, int64_t position):
+cdef int64_t _int64(object value) except? -1:
+    """`value` as an int64 (TypeError unless it is an int, OverflowError outside int64), as
+    `kraftcore._py.segment._int64`."""
+    return PyNumber_Index(value)
+
+
+cdef inline int _offset_entry(bytearray out, int64_t relative, int64_t position) except -1:
     cdef uint8_t buf[8]
     kc_put_be32(buf, <uint32_t>relative)
     kc_put_be32(buf + 4, <uint32_t>position)
     out.extend((<char *>buf)[:8])
+    return 0
 
 
-cdef inline void _time_entry(bytearray out, int64_t timestamp, int64_t relative):
+cdef inline int _time_entry(bytearray out, int64_t timestamp, int64_t relative) except -1:
     cdef uint8_t buf[12]
     kc_put_be64(buf, <uint64_t>timestamp)
     kc_put_be32(buf + 8, <uint32_t>relative)
     out.extend((<char *>buf)[:12])
+    return 0
 
 
 def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
@@ -176,22 +185,24 @@ cdef class SegmentState:
         self.time_index = bytearray()
         self._undo_ready = False
 
-    def stamp_append(self, buffer, int64_t assign_offset, int64_t stamp_epoch,
-                     int64_t index_interval_bytes, bint verify_records=True,
-                     int64_t batch_bytes_max=-1):
+    def stamp_append(self, buffer, assign_offset, stamp_epoch, index_interval_bytes,
+                     bint verify_records=True, batch_bytes_max=-1):
         """One leader batch in one call; see `kraftcore._py.segment.SegmentState.stamp_append`."""
         cdef Py_buffer view
         cdef kc_batch_info info
-        cdef int64_t size, last_offset
+        cdef int64_t size, last_offset, max_ts, offset_of_max_ts, last_index_ts, since_index
+        cdef int64_t offset = _int64(assign_offset), epoch = _int64(stamp_epoch)
+        cdef int64_t interval = _int64(index_interval_bytes), limit = _int64(batch_bytes_max)
+        cdef Py_ssize_t index_bytes, time_index_bytes
         cdef uint8_t header[STAMPED_HEADER_BYTES]
         self._undo_ready = False
-        if assign_offset < self.base_offset:
+        if offset < self.base_offset:
             raise ValueError(
-                f"offset {assign_offset} is below the segment's base offset {self.base_offset}")
-        if not INT32_MIN <= stamp_epoch <= INT32_MAX:
-            raise ValueError(f"leader epoch {stamp_epoch} is not an int32")
+                f"offset {offset} is below the segment's base offset {self.base_offset}")
+        if not INT32_MIN <= epoch <= INT32_MAX:
+            raise ValueError(f"leader epoch {epoch} is not an int32")
         if self.offset_index is None or self.time_index is None:
-            raise TypeError("the segment's indexes are not set")
+            raise TypeError("the segment's indexes are not bytearrays")
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
             check_batch(<const uint8_t *>view.buf, 0, view.len, verify_records, &info)
@@ -200,17 +211,42 @@ cdef class SegmentState:
                 raise InvalidAppendError(
                     f"expected one record batch of {view.len} bytes, found a batch of {size} "
                     "bytes followed by more")
-            if 0 <= batch_bytes_max < size:
-                raise InvalidAppendError(
-                    f"the batch at byte 0 is {size} bytes, above the limit of {batch_bytes_max}")
-            last_offset = assign_offset + info.last_offset_delta
-            if last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
-                return None
-            kc_put_be64(header, <uint64_t>assign_offset)
-            kc_put_be32(header + 8, <uint32_t>info.batch_length)
-            kc_put_be32(header + 12, <uint32_t><int32_t>stamp_epoch)
         finally:
             PyBuffer_Release(&view)
+        if 0 <= limit < size:
+            raise InvalidAppendError(
+                f"the batch at byte 0 is {size} bytes, above the limit of {limit}")
+        # info.last_offset_delta >= 0 (check_batch); offset >= base_offset, so the unsigned
+        # difference is exact
+        if offset >= INT64_MAX - <int64_t>info.last_offset_delta:
+            raise ValueError(f"a batch of {info.last_offset_delta + 1} offsets at {offset} "
+                             "would end past 2^63 - 1")
+        if <uint64_t>offset - <uint64_t>self.base_offset > \
+                <uint64_t>(RELATIVE_OFFSET_MAX - <int64_t>info.last_offset_delta):
+            return None
+        last_offset = offset + info.last_offset_delta
+        kc_put_be64(header, <uint64_t>offset)
+        kc_put_be32(header + 8, <uint32_t>info.batch_length)
+        kc_put_be32(header + 12, <uint32_t><int32_t>epoch)
+        result = (<char *>header)[:STAMPED_HEADER_BYTES]
+        # Work out the new state, then change the indexes (which may fail: taken back
+        # whole) and only then the numbers.
+        max_ts, offset_of_max_ts = self.max_timestamp, self.offset_of_max_timestamp
+        if info.max_timestamp > max_ts:
+            max_ts, offset_of_max_ts = info.max_timestamp, last_offset
+        last_index_ts, since_index = self.last_index_timestamp, self.bytes_since_index
+        index_bytes, time_index_bytes = len(self.offset_index), len(self.time_index)
+        if since_index > interval:
+            try:
+                _offset_entry(self.offset_index, last_offset - self.base_offset, self.size)
+                if max_ts > last_index_ts:
+                    _time_entry(self.time_index, max_ts, offset_of_max_ts - self.base_offset)
+                    last_index_ts = max_ts
+            except BaseException:
+                del self.offset_index[index_bytes:]
+                del self.time_index[time_index_bytes:]
+                raise
+            since_index = 0
         self._undo[0] = self.size
         self._undo[1] = self.file_bytes
         self._undo[2] = self.next_offset
@@ -218,25 +254,18 @@ cdef class SegmentState:
         self._undo[4] = self.max_timestamp
         self._undo[5] = self.offset_of_max_timestamp
         self._undo[6] = self.last_index_timestamp
-        self._undo_index_bytes = len(self.offset_index)
-        self._undo_time_index_bytes = len(self.time_index)
+        self._undo_index_bytes = index_bytes
+        self._undo_time_index_bytes = time_index_bytes
         self._undo_ready = True
-        if info.max_timestamp > self.max_timestamp:
-            self.max_timestamp = info.max_timestamp
-            self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_index > index_interval_bytes:
-            _offset_entry(self.offset_index, last_offset - self.base_offset, self.size)
-            if self.max_timestamp > self.last_index_timestamp:
-                _time_entry(self.time_index, self.max_timestamp,
-                            self.offset_of_max_timestamp - self.base_offset)
-                self.last_index_timestamp = self.max_timestamp
-            self.bytes_since_index = 0
-        self.bytes_since_index += size
+        self.max_timestamp = max_ts
+        self.offset_of_max_timestamp = offset_of_max_ts
+        self.last_index_timestamp = last_index_ts
+        self.bytes_since_index = since_index + size
         self.size += size
         if self.file_bytes < self.size:
             self.file_bytes = self.size
         self.next_offset = last_offset + 1
-        return (<char *>header)[:STAMPED_HEADER_BYTES]
+        return result
 
     def undo_append(self):
         """Put the state back as it was before the last `stamp_append`, which must have taken

@@ -396,8 +396,15 @@ def test_stamp_append_refuses_bad_input_and_changes_nothing(impl):
         state.stamp_append(other, 105, 1, 0, True, len(other) - 1)
     with pytest.raises(ValueError, match="below the segment's base offset"):
         state.stamp_append(other, 99, 1, 0)
-    with pytest.raises((ValueError, OverflowError)):
+    with pytest.raises(ValueError, match="not an int32"):
         state.stamp_append(other, 105, 2**31, 0)
+    with pytest.raises(OverflowError):
+        state.stamp_append(other, 2**63, 1, 0)
+    with pytest.raises(ValueError, match="past 2"):
+        state.stamp_append(other, 2**63 - 5, 1, 0)
+    for args in ((105.0, 1, 0), (105, 1.5, 0), (105, 1, None), (105, 1, 0, True, 1.5)):
+        with pytest.raises(TypeError):
+            state.stamp_append(other, *args)
     with pytest.raises(TypeError):
         state.stamp_append("not bytes", 105, 1, 0)
     assert _state_fields(state) == before
@@ -466,3 +473,38 @@ def test_implementations_agree_on_stamped_appends(data):
                 assert _state_fields(states[0]) == _state_fields(states[1])
             else:
                 offset = states[0].next_offset
+
+
+_ODD_NUMBERS = st.one_of(
+    st.integers(-2**64, 2**64), st.sampled_from([2**63 - 1, 2**63, -2**63, -2**63 - 1, 2**31,
+                                                 2**31 - 1, -2**31, -2**31 - 1]),
+    st.floats(allow_nan=False, allow_infinity=False, width=32), st.none(), st.booleans())
+
+
+@needs_both
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_implementations_agree_on_odd_arguments(data):
+    """Offsets, epochs and limits of any type and size: the same result or the same kind
+    of error from both kernels, and the state unchanged by every refusal."""
+    py, c = _both()
+    from kraftcore._py import records
+
+    base = data.draw(st.one_of(st.integers(0, 2**63 - 1), st.just(2**63 - 2**31)))
+    states = (py.SegmentState(base), c.SegmentState(base))
+    batch = records.encode_batch([b"v"] * data.draw(st.integers(1, 3)), timestamp=TS)
+    near = st.integers(base, min(base + 2**32, 2**63 - 1))
+    args = (data.draw(st.one_of(near, _ODD_NUMBERS)), data.draw(st.one_of(st.integers(-1, 9),
+                                                                           _ODD_NUMBERS)),
+            data.draw(st.one_of(st.integers(0, 5000), _ODD_NUMBERS)),
+            data.draw(st.booleans()), data.draw(st.one_of(st.just(-1), _ODD_NUMBERS)))
+    outcomes = []
+    for state in states:
+        before = _state_fields(state)
+        try:
+            outcomes.append(state.stamp_append(batch, *args))
+        except (TypeError, ValueError, OverflowError, InvalidAppendError) as exc:
+            outcomes.append(type(exc).__name__)
+            assert _state_fields(state) == before
+    assert outcomes[0] == outcomes[1], args
+    assert _state_fields(states[0]) == _state_fields(states[1])

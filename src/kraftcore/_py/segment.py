@@ -29,6 +29,7 @@ bad batch (recovery after a torn write) instead of raising.
 This module is the specification; `kraftcore._c.segment` must behave the same on every input.
 """
 
+import operator
 import struct
 from typing import NamedTuple
 
@@ -50,6 +51,7 @@ _LEADER_EPOCH = struct.Struct(">i")
 # The stamped head of a batch: base offset, batch length, partition leader epoch.
 STAMPED_HEADER = struct.Struct(">qii")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class ScanResult(NamedTuple):
@@ -230,14 +232,24 @@ class SegmentState:
         its first 16 bytes with them stamped, to be written followed by `buffer[16:]`.
 
         Returns None, with nothing changed, when the batch's offsets do not fit this
-        segment's int32 relative range (the caller rolls a new segment). A bad batch raises
-        `CorruptRecordError` or `InvalidAppendError` with nothing changed."""
+        segment's int32 relative range (the caller rolls a new segment). Bad input raises
+        with nothing changed: `CorruptRecordError` or `InvalidAppendError` for the batch,
+        `TypeError` for a number that is not an int (or indexes that are not bytearrays),
+        `OverflowError` for a number outside int64,
+        `ValueError` for an offset below the segment's base or whose batch would end past
+        2^63 - 1, or an epoch outside int32."""
         self._undo = None
+        assign_offset = _int64(assign_offset)
+        stamp_epoch = _int64(stamp_epoch)
+        index_interval_bytes = _int64(index_interval_bytes)
+        batch_bytes_max = _int64(batch_bytes_max)
         if assign_offset < self.base_offset:
             raise ValueError(
                 f"offset {assign_offset} is below the segment's base offset {self.base_offset}")
         if not INT32_MIN <= stamp_epoch <= INT32_MAX:
             raise ValueError(f"leader epoch {stamp_epoch} is not an int32")
+        if type(self.offset_index) is not bytearray or type(self.time_index) is not bytearray:
+            raise TypeError("the segment's indexes are not bytearrays")
         view = _view(buffer)
         fields = check_batch(view, 0, verify_records)
         batch_length, last_delta, batch_max_ts = fields[1], fields[6], fields[8]
@@ -249,24 +261,40 @@ class SegmentState:
         if 0 <= batch_bytes_max < size:
             raise InvalidAppendError(
                 f"the batch at byte 0 is {size} bytes, above the limit of {batch_bytes_max}")
-        last_offset = assign_offset + last_delta
+        last_offset = assign_offset + last_delta  # last_delta >= 0 (check_batch)
+        if last_offset >= INT64_MAX:
+            raise ValueError(f"a batch of {last_delta + 1} offsets at {assign_offset} would "
+                             "end past 2^63 - 1")
         if last_offset - self.base_offset > RELATIVE_OFFSET_MAX:
             return None
+        header = STAMPED_HEADER.pack(assign_offset, batch_length, stamp_epoch)
+        # Work out the new state, then change the indexes (which may fail: taken back
+        # whole) and only then the numbers.
+        max_ts, offset_of_max_ts = self.max_timestamp, self.offset_of_max_timestamp
+        if batch_max_ts > max_ts:
+            max_ts, offset_of_max_ts = batch_max_ts, last_offset
+        last_index_ts, since_index = self.last_index_timestamp, self.bytes_since_index
+        index_bytes, time_index_bytes = len(self.offset_index), len(self.time_index)
+        if since_index > index_interval_bytes:
+            try:
+                last_index_ts = _add_entries(
+                    self.offset_index, self.time_index, self.base_offset, last_offset,
+                    self.size, max_ts, offset_of_max_ts, last_index_ts)
+            except BaseException:
+                del self.offset_index[index_bytes:]
+                del self.time_index[time_index_bytes:]
+                raise
+            since_index = 0
         self._undo = (self.size, self.file_bytes, self.next_offset, self.bytes_since_index,
                       self.max_timestamp, self.offset_of_max_timestamp,
-                      self.last_index_timestamp, len(self.offset_index), len(self.time_index))
-        if batch_max_ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = batch_max_ts, last_offset
-        if self.bytes_since_index > index_interval_bytes:
-            self.last_index_timestamp = _add_entries(
-                self.offset_index, self.time_index, self.base_offset, last_offset, self.size,
-                self.max_timestamp, self.offset_of_max_timestamp, self.last_index_timestamp)
-            self.bytes_since_index = 0
-        self.bytes_since_index += size
+                      self.last_index_timestamp, index_bytes, time_index_bytes)
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max_ts
+        self.last_index_timestamp = last_index_ts
+        self.bytes_since_index = since_index + size
         self.size += size
         self.file_bytes = max(self.file_bytes, self.size)
         self.next_offset = last_offset + 1
-        return STAMPED_HEADER.pack(assign_offset, batch_length, stamp_epoch)
+        return header
 
     def undo_append(self):
         """Put the state back as it was before the last `stamp_append`, which must have taken
@@ -280,6 +308,14 @@ class SegmentState:
          index_bytes, time_index_bytes) = undo
         del self.offset_index[index_bytes:]
         del self.time_index[time_index_bytes:]
+
+
+def _int64(value):
+    """`value` as an int64, refused as the native kernel's argument conversion refuses it."""
+    value = operator.index(value)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise OverflowError(f"{value} does not fit an int64")
+    return value
 
 
 def _add_entries(offset_entries, time_entries, base, last_offset, position, max_ts,

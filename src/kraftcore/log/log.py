@@ -129,7 +129,8 @@ class Log:
     def __init__(self, path, config, clock):
         self.path = os.path.abspath(path)
         self.config = config
-        # what `_should_roll` compares with, worked out once: it runs on every append
+        # limits worked out once: they are checked on every append
+        self._append_bytes_max = min(config.max_append_bytes, config.segment_bytes)
         self._index_entries_max = (config.offset_index_entries_max - 1,
                                    config.time_index_entries_max - 2)
         self._clock = clock
@@ -354,7 +355,7 @@ class Log:
             encoded = None
         elif type(records) is bytes and _one_batch(records):
             # Immutable, so what is checked is what gets written: no private copy. The
-            # stamped header fields are written from a patched copy of the first 16 bytes.
+            # stamped header fields are written from a stamped copy of the first 16 bytes.
             encoded, patch = records, True
         else:
             try:
@@ -373,7 +374,7 @@ class Log:
                 raise InvalidAppendError(
                     f"leader epoch {epoch} is below the log's latest epoch {latest}")
             if patch:
-                base = self._append_one(encoded, epoch)
+                base = self._append_one(encoded, epoch, latest)
             else:
                 if encoded is None:
                     if timestamp is None:
@@ -434,14 +435,15 @@ class Log:
         self._leo = result.next_offset
         return result.first_offset
 
-    def _append_one(self, data, epoch):
+    def _append_one(self, data, epoch, latest_epoch):
         """The leader's append of one encoded batch (bytes): the kernel checks it and takes
         it into the active segment's state in one call (`SegmentState.stamp_append`), and
         its stamped header and the rest of `data` go out in one write. As `_append_locked`,
         without its general scan."""
         size = len(data)
         config = self.config
-        self._check_size(size)
+        if not 0 < size <= self._append_bytes_max:
+            self._check_size(size)
         now = self._clock()
         segment = self._segments[-1]
         roll = segment.size and self._should_roll(segment, size, now)
@@ -461,7 +463,7 @@ class Log:
             segment.write_stamped(header, data)
         except OSError as exc:
             self._append_failed(exc, size)
-        if epoch > self._epochs.latest_epoch:
+        if epoch > latest_epoch:
             self._take_epochs(segment, ((epoch, first),), first)
         self._leo = segment.next_offset
         return first

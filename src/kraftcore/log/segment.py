@@ -216,14 +216,15 @@ class Segment(codec.SegmentState):
 
     def write_stamped(self, header, data):
         """Write the batch the last `stamp_append` took: its stamped `header`, then the rest
-        of `data`. On an OSError the state goes back to before the `stamp_append` (and the
-        error is raised as `append` raises it)."""
+        of `data`. If the write fails the state goes back to before the `stamp_append`, and
+        after an OSError the file is cut back as `append` does."""
         position = self.size - len(data)
         try:
             fileio.pwrite_all(self.log_fd, [header, memoryview(data)[len(header):]], position)
-        except OSError as exc:
+        except BaseException as exc:
             self.undo_append()
-            self._cut_after(exc, position)
+            if isinstance(exc, OSError):
+                self._cut_after(exc, position)
             raise
 
     def _write_at(self, data, position):
