@@ -45,9 +45,11 @@ def test_rejects_non_buffers(impl):
         impl.crc32c.crc32c("text")
 
 
-# Lengths around the interleaved block boundaries (3 x 256 and 3 x 8192 bytes) and
-# alignments 0..7, so every path of the hardware loop and its merge is exercised.
-SIZES = [0, 1, 7, 8, 9, 255, 767, 768, 769, 1024, 2303, 2305, 24575, 24576, 24577, 49153, 65536, 70001, 1 << 20]
+# Lengths around the interleaved block boundaries (3 x 256 and 3 x 8192 bytes), the folding
+# with carry-less multiplies (from 256 bytes, steps of 128) and its blocks with interleaved
+# crc32 streams (15872 bytes), at several alignments, so every path and merge is exercised.
+SIZES = [0, 1, 7, 8, 9, 255, 256, 257, 383, 384, 767, 768, 769, 1024, 2303, 2305, 15871, 15872,
+         15873, 16127, 16128, 24575, 24576, 24577, 31744, 49153, 65536, 70001, 1 << 20]
 
 
 @pytest.mark.skipif("c" not in codec.implementations(), reason="native extension not built")
@@ -62,6 +64,8 @@ def test_native_paths_agree_with_the_reference():
             view = memoryview(buf)[offset : offset + size]
             fast = native.crc32c(view)
             assert fast == native._crc32c_portable(view), (size, offset)
+            previous = rng.getrandbits(32)  # a running CRC goes into the first bytes
+            assert native.crc32c(view, previous) == native._crc32c_portable(view, previous)
             if size <= 4096:
                 assert fast == reference.crc32c(view), (size, offset)
 
@@ -73,8 +77,9 @@ def test_hardware_is_used_where_the_cpu_has_it():
     machine = os.uname().machine if hasattr(os, "uname") else ""
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     if machine == "x86_64" and " sse4_2" in flags:
-        assert native.HARDWARE == "sse4.2"
+        folding = all(f" {flag}" in flags for flag in ("avx2", "pclmulqdq", "vpclmulqdq"))
+        assert native.HARDWARE == ("sse4.2+vpclmulqdq" if folding else "sse4.2")
     elif machine == "aarch64" and " crc32" in flags:
         assert native.HARDWARE == "armv8-crc"
     else:
-        assert native.HARDWARE in ("sse4.2", "armv8-crc", "none")
+        assert native.HARDWARE in ("sse4.2+vpclmulqdq", "sse4.2", "armv8-crc", "none")

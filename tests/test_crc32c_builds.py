@@ -29,6 +29,14 @@ def _build_and_run(tmp_path, compiler, flags=(), runner=(), env=None):
 def test_host_build_agrees_with_the_tables(tmp_path):
     name, crc = _build_and_run(tmp_path, CC)
     assert crc == "e3069283"
+    assert name in ("sse4.2+vpclmulqdq", "sse4.2", "armv8-crc", "none")
+
+
+def test_crc32_instruction_only_build(tmp_path):
+    """Without the carry-less multiply path, on any x86-64 host with SSE4.2 (the path a CPU
+    without AVX2 or VPCLMULQDQ takes)."""
+    name, crc = _build_and_run(tmp_path, CC, ["-DKC_CRC_NO_VPCLMUL"])
+    assert crc == "e3069283"
     assert name in ("sse4.2", "armv8-crc", "none")
 
 
