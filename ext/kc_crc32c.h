@@ -284,7 +284,7 @@ KC_VPCLMUL_TARGET static uint32_t kc_crc_fold(uint32_t crc, const uint8_t *p, si
     const __m256i k256 = _mm256_set_epi64x((long long)kc_fold_k256[1], (long long)kc_fold_k256[0],
                                            (long long)kc_fold_k256[1], (long long)kc_fold_k256[0]);
     const __m128i k128 = _mm_set_epi64x((long long)kc_fold_k128[1], (long long)kc_fold_k128[0]);
-    __m256i y0 = _mm256_xor_si256(kc_load256(p), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
+    __m256i y0 = _mm256_xor_si256(kc_load256(p), _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, (int)crc));
     __m256i y1 = kc_load256(p + 32), y2 = kc_load256(p + 64), y3 = kc_load256(p + 96);
     uint64_t s0 = 0, s1 = 0, s2 = 0;
     const uint8_t *b0 = streams, *b1 = streams + steps * KC_CRC_STREAM_STEP,
