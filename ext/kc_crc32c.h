@@ -2,7 +2,7 @@
  * CRC-32C (Castagnoli) for kraftcore's native kernels.
  *
  * The functions here work on the raw CRC register: callers pass ~crc in and take ~result
- * out, which makes chaining free.  Three implementations, chosen once at run time:
+ * out, which makes chaining free.  The implementation is chosen once at run time:
  *
  *   - x86-64 with SSE4.2: the crc32 instruction, compiled through a target attribute so
  *     the module itself is built for the baseline ISA (never -march=native); where the CPU
@@ -113,14 +113,17 @@ static int kc_crc_detect(void) {
 #define KC_HW_TARGET __attribute__((target("sse4.2")))
 #define KC_HW_U64(c, v) ((uint32_t)__builtin_ia32_crc32di((c), (v)))
 #define KC_HW_U8(c, v) __builtin_ia32_crc32qi((c), (v))
-#if !defined(KC_CRC_NO_VPCLMUL) && (defined(__clang__) || __GNUC__ >= 9)
+/* clang-cl is left out: its immintrin.h declares these intrinsics only for the ISA named on
+ * the command line */
+#if !defined(KC_CRC_NO_VPCLMUL) && !defined(_MSC_VER) && (defined(__clang__) || __GNUC__ >= 9)
 #define KC_VPCLMUL 1
 #endif
 static int kc_crc_detect(void) {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("sse4.2")) return 0;
 #ifdef KC_VPCLMUL
-    /* avx2 is reported only where the OS saves the YMM registers */
+    /* avx2 is reported only where the OS saves the YMM registers; libgcc before GCC 10
+     * reports vpclmulqdq only along with AVX-512, so such builds may take path 1 */
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("pclmul") &&
         __builtin_cpu_supports("vpclmulqdq"))
         return 3;
@@ -287,8 +290,11 @@ KC_VPCLMUL_TARGET static uint32_t kc_crc_fold(uint32_t crc, const uint8_t *p, si
     __m256i y0 = _mm256_xor_si256(kc_load256(p), _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, (int)crc));
     __m256i y1 = kc_load256(p + 32), y2 = kc_load256(p + 64), y3 = kc_load256(p + 96);
     uint64_t s0 = 0, s1 = 0, s2 = 0;
-    const uint8_t *b0 = streams, *b1 = streams + steps * KC_CRC_STREAM_STEP,
-                  *b2 = streams + 2 * steps * KC_CRC_STREAM_STEP;
+    const uint8_t *b0 = streams, *b1 = streams, *b2 = streams;
+    if (streams) {
+        b1 = streams + steps * KC_CRC_STREAM_STEP;
+        b2 = b1 + steps * KC_CRC_STREAM_STEP;
+    }
     for (size_t step = 0;;) {
         if (streams) {
             for (int i = 0; i < KC_CRC_STREAM_STEP; i += 8) {
@@ -316,8 +322,9 @@ KC_VPCLMUL_TARGET static uint32_t kc_crc_fold(uint32_t crc, const uint8_t *p, si
     y = _mm256_xor_si256(kc_fold256(y, k256), y2);
     y = _mm256_xor_si256(kc_fold256(y, k256), y3);
     __m128i x = _mm_xor_si128(kc_fold128(_mm256_castsi256_si128(y), k128), _mm256_extracti128_si256(y, 1));
-    /* the compiler does not add it for a target attribute: without it the SSE code that
-     * runs next pays for the dirty upper halves (~100 ns a call measured) */
+    /* compilers add it to a target-attribute function only at some optimisation levels
+     * (GCC 12: at -O2, not at -O3); without it the SSE code that runs next pays for the
+     * dirty upper halves (~100 ns a call measured) */
     _mm256_zeroupper();
     uint32_t c = (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
     return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x, 1));
@@ -359,10 +366,11 @@ static void kc_crc32c_init(void) {
     }
     kc_crc_make_shift(kc_crc_shift_long, KC_CRC_LONG);
     kc_crc_make_shift(kc_crc_shift_short, KC_CRC_SHORT);
-    kc_crc_hw = kc_crc_detect();
+    int hw = kc_crc_detect();
 #ifdef KC_VPCLMUL
-    if (kc_crc_hw == 3) kc_crc_fold_init();
+    if (hw == 3) kc_crc_fold_init(); /* before the path can be chosen */
 #endif
+    kc_crc_hw = hw;
 }
 
 /* Update the raw register over n bytes with the best implementation available. */
