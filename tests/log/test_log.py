@@ -509,6 +509,22 @@ def test_a_new_epoch_at_the_latest_ones_start_replaces_it():
     assert cache.end_offset_for_epoch(0, 9) == (0, 6)
 
 
+def test_a_truncation_that_empties_the_log_drops_the_epoch_entry_at_its_end(open_log):
+    """The log start moved to 4, then a truncation to 4 leaves no record: like Kafka's
+    truncateFromEnd, every entry starting at or after the new end goes, the clamped (0, 4)
+    too; the next append of the epoch brings it back."""
+    log = open_log()
+    log.append(values(4), leader_epoch=0)
+    log.update_high_watermark(4)
+    log.append(values(1), leader_epoch=0)
+    log.advance_log_start_offset(4)
+    assert log.epoch_entries() == [(0, 4)]
+    assert log.truncate_to(4) is True
+    assert (log.log_start_offset, log.log_end_offset, log.epoch_entries()) == (4, 4, [])
+    log.append(values(1), leader_epoch=0)
+    assert log.epoch_entries() == [(0, 4)]
+
+
 def test_verify_records_can_be_limited_to_crcs(open_log):
     from tests.records_util import with_records
 

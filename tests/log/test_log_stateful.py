@@ -31,8 +31,10 @@ class LogMachine(RuleBasedStateMachine):
         self.counter = 0
         # An epoch entry that starts at the log end (only when the log is empty after its
         # start moved to its end) is dropped on reopen, as Kafka's loader does: it cannot
-        # tell it from an entry whose records a crash tore off. The next append restores it.
-        self.reopened_empty = False
+        # tell it from an entry whose records a crash tore off; and by a truncation that
+        # empties the log, as Kafka's truncateFromEnd drops every entry starting at or after
+        # the new end. The next append restores it.
+        self.empty_log_epoch_dropped = False
 
     def teardown(self):
         if hasattr(self, "log"):
@@ -66,7 +68,7 @@ class LogMachine(RuleBasedStateMachine):
         records = codec.encode_batch(vals, base_offset=77) if encoded else vals
         assert self.log.append(records, leader_epoch=epoch) == self.leo
         self.batches.append((self.leo, vals, epoch))
-        self.reopened_empty = False
+        self.empty_log_epoch_dropped = False
 
     @rule(n=st.integers(1, 10), batches=st.integers(1, 3), bump=st.integers(0, 1))
     def append_as_follower(self, n, batches, bump):
@@ -79,7 +81,7 @@ class LogMachine(RuleBasedStateMachine):
             base += n
         assert self.log.append_as_follower(data) == self.leo
         self.batches.extend(added)
-        self.reopened_empty = self.reopened_empty and not added
+        self.empty_log_epoch_dropped = self.empty_log_epoch_dropped and not added
 
     @rule(data=st.data())
     def move_high_watermark(self, data):
@@ -99,6 +101,7 @@ class LogMachine(RuleBasedStateMachine):
         else:
             assert self.log.truncate_to(offset) is True
             self.batches = [b for b in self.batches if b[0] < cut]
+            self.empty_log_epoch_dropped |= self.log_start == self.leo
 
     @rule(data=st.data())
     def advance_log_start(self, data):
@@ -118,14 +121,14 @@ class LogMachine(RuleBasedStateMachine):
     def close_and_reopen(self):
         self.log.close()
         self.log = Log.open(self.path, **SETTINGS)
-        self.reopened_empty = self.reopened_empty or self.log_start == self.leo
+        self.empty_log_epoch_dropped = self.empty_log_epoch_dropped or self.log_start == self.leo
         assert self.log.recovery.clean_shutdown
 
     @rule()
     def crash_and_reopen(self):
         self.log._release()  # the process dies; the OS keeps what was written
         self.log = Log.open(self.path, **SETTINGS)
-        self.reopened_empty = self.reopened_empty or self.log_start == self.leo
+        self.empty_log_epoch_dropped = self.empty_log_epoch_dropped or self.log_start == self.leo
         assert not self.log.recovery.clean_shutdown
         assert self.log.recovery.truncated_bytes == 0
         self.hw = self.log.high_watermark  # only the checkpointed value survives a crash
@@ -166,7 +169,7 @@ class LogMachine(RuleBasedStateMachine):
         start = self.log_start
         kept = [(e, max(s, start)) for i, (e, s) in enumerate(full)
                 if i + 1 == len(full) or full[i + 1][1] > start]
-        if self.reopened_empty:
+        if self.empty_log_epoch_dropped:
             kept = [(e, s) for e, s in kept if s < self.leo]
         assert self.log.epoch_entries() == kept
 
