@@ -5,11 +5,13 @@ are written as entries are added, and trimmed when the segment is truncated). It
 many bytes of whole batches its `.log` holds (`size`; a preallocated file is longer), the
 offset after its last batch, and its max timestamp.
 
-Invariants: `size` is the end of the last whole batch that was written successfully; index
-entries point at batch starts inside `size` and increase; every offset in the segment fits
-an int32 relative to `base_offset`. Batch checks and index arithmetic happen in the kernels
-(`kraftcore.codec.scan_batches` and friends); this module moves bytes between them and the
-files.
+Invariants: `size` is the end of the last whole batch that was written successfully (a
+leader's `stamp_append` moves it just before its write, and `write_stamped` puts it back if
+the write fails; the log's lock is held throughout); index entries point at batch starts
+inside `size` and increase; every offset in the segment fits an int32 relative to
+`base_offset`. Batch checks and index arithmetic happen in the kernels
+(`kraftcore.codec.SegmentState`, which a segment is built on, `scan_batches` and friends);
+this module moves bytes between them and the files.
 """
 
 import os
