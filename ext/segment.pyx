@@ -191,11 +191,14 @@ cdef class SegmentState:
         cdef Py_buffer view
         cdef kc_batch_info info
         cdef int64_t size, last_offset, max_ts, offset_of_max_ts, last_index_ts, since_index
-        cdef int64_t offset = _int64(assign_offset), epoch = _int64(stamp_epoch)
-        cdef int64_t interval = _int64(index_interval_bytes), limit = _int64(batch_bytes_max)
+        cdef int64_t offset, epoch, interval, limit
         cdef Py_ssize_t index_bytes, time_index_bytes
         cdef uint8_t header[STAMPED_HEADER_BYTES]
         self._undo_ready = False
+        offset = _int64(assign_offset)
+        epoch = _int64(stamp_epoch)
+        interval = _int64(index_interval_bytes)
+        limit = _int64(batch_bytes_max)
         if offset < self.base_offset:
             raise ValueError(
                 f"offset {offset} is below the segment's base offset {self.base_offset}")

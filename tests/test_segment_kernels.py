@@ -437,6 +437,11 @@ def test_undo_append_puts_back_the_state_before_the_last_append(impl):
     assert state.stamp_append(batches[3], 2**31, 0, 0) is None
     with pytest.raises(RuntimeError, match="no append to undo"):  # nothing was taken
         state.undo_append()
+    state.stamp_append(batches[3], 15, 0, 100)
+    with pytest.raises(TypeError):  # a refused call leaves nothing to undo either
+        state.stamp_append(batches[3], 20.0, 0, 100)
+    with pytest.raises(RuntimeError, match="no append to undo"):
+        state.undo_append()
 
 
 @needs_both
