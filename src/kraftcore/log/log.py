@@ -58,18 +58,13 @@ _VALUES_TYPES = (list, tuple)
 
 class _Scan(NamedTuple):
     """How `scan_batches` treats an append (its parameters of the same names); the rest
-    (index_per_batch=False, strict_epochs=True, the batch limit) is the same for all."""
+    (index_per_batch=False, strict_epochs=True, stamping in place, the batch limit) is the
+    same for all. (A leader's single `bytes` batch goes through `_append_one` instead.)"""
 
     expected_offset: int = -1
     assign_offset: int = -1
     stamp_epoch: int = NO_STAMP
     verify_records: bool = True
-    stamp_in_place: bool = True
-
-
-# Builds a _Scan from a tuple of all five fields, without the NamedTuple's Python-level
-# __new__ and its keywords (most of a microsecond; this runs on every append).
-_new_scan = tuple.__new__
 
 
 def _one_batch(data):
@@ -385,8 +380,8 @@ class Log:
                         leader_epoch=epoch)
                     scan = _Scan(verify_records=False)
                 else:
-                    scan = _new_scan(_Scan, (-1, self._leo, epoch, self.config.verify_records,
-                                             True))
+                    scan = _Scan(assign_offset=self._leo, stamp_epoch=epoch,
+                                 verify_records=self.config.verify_records)
                 base = self._append_locked(encoded, scan)
         if sync and self.config.fsync == "always":  # `_after_append`, written out
             self._sync_through(self._leo)
@@ -515,8 +510,8 @@ class Log:
             self._sync_through(self._leo)
 
     def _scan_for(self, segment, data, scan):
-        # positional: this runs on every append, and keywords cost a microsecond
-        expected_offset, assign_offset, stamp_epoch, verify_records, stamp_in_place = scan
+        # positional: this runs on every follower append, and keywords cost a microsecond
+        expected_offset, assign_offset, stamp_epoch, verify_records = scan
         config = self.config
         return codec.scan_batches(
             data, segment.base_offset, segment.size, config.index_interval_bytes,
@@ -524,7 +519,7 @@ class Log:
             segment.offset_of_max_timestamp, segment.last_index_timestamp,
             self._epochs.latest_epoch, expected_offset, assign_offset,
             stamp_epoch, False, verify_records, True, False,
-            config.max_batch_bytes, stamp_in_place)
+            config.max_batch_bytes, True)
 
     def _should_roll(self, segment, incoming_bytes, now):
         """Kafka's `shouldRoll`: the append would pass segment_bytes, the segment is older
