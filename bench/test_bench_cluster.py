@@ -21,7 +21,9 @@ measured from this process over TCP with `kraftcore.net.Connection` and Kafka's 
   to commit: `controller-ops` are controller writes (the same ConfigRecord, through the
   controller's event queue, future completed on commit); `raft-appends` are NoOpRecords
   appended through `RaftDriver.append` (the replicated log alone, like PySyncObj's
-  counter), which the controllers apply as they commit.
+  counter), which the controllers apply as they commit. Like the PySyncObj load, they
+  use the callback form (one callback per operation, called once it is committed); each
+  callback appends the next operation, which keeps 1024 in flight.
   Goal: each kraftcore row >= 10x the committed ops/s of the best PySyncObj row (the
   summary also prints the ratio to each row).
 * `cluster-failover-*`: 3 controllers and 1 broker; 20 trials, each: SIGKILL of the active
@@ -610,8 +612,9 @@ def test_commit_throughput_kraftcore_in_process(benchmark, tmp_path, row):
     process, 3 controller processes, fsync on. `controller`: each operation a controller
     write (the cluster default `min.insync.replicas`, one ConfigRecord) whose future
     completes once it is committed. `raft`: each operation one NoOpRecord appended through
-    `RaftDriver.append` (the replicated log alone, as PySyncObj's counter is), its future
-    done once committed; the controllers apply the NoOps as they commit."""
+    `RaftDriver.append` (the replicated log alone, as PySyncObj's counter is) with a
+    callback called once it is committed, which appends the next; the controllers apply
+    the NoOps as they commit."""
     cluster = LocalCluster(tmp_path / "cluster", 3, 0)
     cluster.down()  # formatted directories and configs; the nodes run below
     nodes = []
@@ -677,12 +680,13 @@ def _kraftcore_node(config_path):
         counts = {"done": 0, "errors": 0, "first_error": None}
 
         def submit(i):
+            # controller: a write through the event queue, its future done on commit
             start = time.perf_counter()
 
             def on_commit(future):
                 latencies[i] = time.perf_counter() - start
                 error = future.exception()
-                if error is None and kind == "controller":
+                if error is None:
                     error = next((f"{code}: {message}" for code, message in future.result()
                                   if code), None)
                 if error is not None:
@@ -693,17 +697,37 @@ def _kraftcore_node(config_path):
                 if counts["done"] == ops and not finished.done():
                     finished.set_result(None)
 
-            if kind == "controller":
-                future = node.submit("incremental_alter_configs", [(
-                    CONFIG_BROKER, "", [("min.insync.replicas", "set", str(1 + i % 3))])])
-            else:
-                future = node.driver.append([noop])
+            future = node.submit("incremental_alter_configs", [(
+                CONFIG_BROKER, "", [("min.insync.replicas", "set", str(1 + i % 3))])])
             future.add_done_callback(on_commit)
 
+        def append_next(offset, error):
+            # raft: appends settle in the order they were made, so the i-th callback is
+            # operation i's; it appends operation i + window (no semaphore needed)
+            now = time.perf_counter()
+            i = counts["done"]
+            latencies[i] = now - starts[i]
+            if error is not None:
+                counts["errors"] += 1
+                counts["first_error"] = counts["first_error"] or str(error)
+            counts["done"] = i + 1
+            if i + window < ops:
+                starts[i + window] = now
+                append([noop], append_next)
+            elif i + 1 == ops and not finished.done():
+                finished.set_result(None)
+
         start = time.perf_counter()
-        for i in range(ops):
-            await slots.acquire()
-            submit(i)
+        if kind == "raft":
+            append = node.driver.append
+            starts = [0.0] * ops
+            for i in range(min(window, ops)):
+                starts[i] = time.perf_counter()
+                append([noop], append_next)
+        else:
+            for i in range(ops):
+                await slots.acquire()
+                submit(i)
         try:
             await asyncio.wait_for(finished, WAIT_S)
         except asyncio.TimeoutError:

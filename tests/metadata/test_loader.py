@@ -136,6 +136,29 @@ def test_control_batches_advance_offsets_only():
     assert more.configs[(CONFIG_TOPIC, "foo")] == {"a": "1"}
 
 
+def test_no_op_batches_count_as_replayed_and_change_nothing():
+    log = Log()
+    loader = MetadataLoader()
+    before = loader.apply([log.data(mv(), topic("foo", T1))])
+    after = loader.apply([log.data(R.NoOpRecord(), R.NoOpRecord(), R.NoOpRecord())])
+    assert after.same_state(before) and after.end_offset == 5
+    assert loader.records_applied == 5
+    assert after.topics is before.topics
+
+
+def test_applied_types_name_each_batchs_record_types_in_order():
+    log = Log()
+    loader = MetadataLoader()
+    loader.apply([log.data(mv(), R.NoOpRecord(), topic("foo", T1), R.NoOpRecord()),
+                  log.control(), log.data(R.NoOpRecord()),
+                  log.data(BEGIN, config("a", "1"), END)])
+    assert [list(types) for types in loader.applied_types] == [
+        [R.FeatureLevelRecord, R.NoOpRecord, R.TopicRecord], [], [R.NoOpRecord],
+        [R.BeginTransactionRecord, R.ConfigRecord, R.EndTransactionRecord]]
+    loader.apply([log.data(R.NoOpRecord())])
+    assert [list(types) for types in loader.applied_types] == [[R.NoOpRecord]]
+
+
 def test_inconsistent_records_raise():
     log = Log()
     with pytest.raises(MetadataError):

@@ -276,3 +276,62 @@ def test_a_closed_driver_refuses_appends_and_requests(tmp_path):
             with pytest.raises(LogClosedError):
                 await leader.handle_request(None)
     run(scenario())
+
+
+def test_appends_with_a_callback_settle_in_offset_order_and_may_append_again(tmp_path):
+    """`append(values, callback)`: no future; each callback gets (offset, None) once
+    committed, in offset order, mixed with futures, and may append from inside itself."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            start = leader.core.log_end_offset
+            settled = []
+            chained = asyncio.get_running_loop().create_future()
+
+            def on_commit(offset, error):
+                settled.append((offset, error))
+                if len(settled) == 3:  # the third appends once more from its callback
+                    leader.append([b"again"], lambda o, e: chained.set_result((o, e)))
+
+            assert leader.append([b"a", b"b"], on_commit) is None
+            future = leader.append([b"c"])
+            assert leader.append([b"d"], on_commit) is None
+            assert leader.append([b"e"], on_commit) is None
+            assert await future == start + 2
+            assert await asyncio.wait_for(chained, WAIT_S) == (start + 5, None)
+            assert settled == [(start + 1, None), (start + 3, None), (start + 4, None)]
+            with pytest.raises(TypeError, match="callable"):
+                leader.append([b"x"], callback="not a function")
+    run(scenario())
+
+
+def test_an_append_callback_that_raises_is_logged_and_the_node_goes_on(tmp_path, caplog):
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+
+            def broken(offset, error):
+                raise RuntimeError("a bug in the caller")
+            leader.append([b"a"], broken)
+            after = leader.append([b"b"])
+            offset = await after
+            assert leader.failed is None
+            assert leader.core.high_watermark > offset
+            assert "an append callback raised" in caplog.text
+    run(scenario())
+
+
+def test_append_callbacks_get_the_error_when_the_leader_resigns_or_closes(tmp_path):
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            for other in [d for d in quorum.drivers.values() if d is not leader]:
+                await quorum.stop_driver(other.node_id)
+            errors = []
+            leader.append([b"lost?"], lambda offset, error: errors.append((offset, error)))
+            await asyncio.sleep(0.05)
+            assert errors == []
+            leader.resign()
+            await quorum.until(lambda: errors)
+            assert errors[0][0] is None and isinstance(errors[0][1], NotLeaderError)
+    run(scenario())

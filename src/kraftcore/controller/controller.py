@@ -97,14 +97,6 @@ __all__ = ["QuorumController"]
 
 _TRANSACTIONS_LEVEL = R.METADATA_VERSION_LEVELS["3.6-IV1"]
 _NOOP_LEVEL = R.METADATA_VERSION_LEVELS["3.3-IV1"]
-def _record_types(batches):
-    """The types of the metadata records in committed `batches` (control batches left
-    out; the loader has already checked and applied them)."""
-    for batch in batches:
-        for _, record, _ in R.decode_batch(batch.data, verify=False, skip_control=True):
-            yield type(record)
-
-
 _MARKERS = frozenset((R.BeginTransactionRecord, R.EndTransactionRecord,
                       R.AbortTransactionRecord))
 
@@ -193,7 +185,10 @@ class QuorumController:
             self.foreign_batches += len(foreign)
             self._written.clear()
             self.loader.apply(commits)
-            changed = next((t for t in _record_types(foreign) if t is not R.NoOpRecord), None)
+            foreign_offsets = {batch.base_offset for batch in foreign}
+            changed = next((t for batch, types in zip(commits, self.loader.applied_types)
+                            if batch.base_offset in foreign_offsets
+                            for t in types if t is not R.NoOpRecord), None)
             if changed is not None:
                 self._renounce(now_ms, f"a {changed.__name__} it did not write was committed "
                                f"in its epoch {self.active_epoch}")

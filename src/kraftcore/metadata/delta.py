@@ -125,6 +125,12 @@ class MetadataDelta:
             handler(self, record)
         self.records += len(records)
 
+    def replay_no_ops(self, count):
+        """Replay `count` NoOpRecords: they change nothing, and count as replayed."""
+        if self._applied:
+            raise RuntimeError("this delta was applied; start a new one on its image")
+        self.records += count
+
     def _topic_record(self, record):
         topic_ids = self._view("topic_ids")
         if record.name in topic_ids:

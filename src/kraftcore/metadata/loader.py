@@ -34,6 +34,7 @@ _BEGIN = R.BeginTransactionRecord
 _END = R.EndTransactionRecord
 _ABORT = R.AbortTransactionRecord
 _MARKERS = frozenset((_BEGIN, _END, _ABORT))
+_NOOP = R.NoOpRecord
 
 
 class MetadataLoader:
@@ -54,6 +55,10 @@ class MetadataLoader:
         self.bytes_since_snapshot = 0
         self.last_snapshot_ms = now_ms
         self.records_applied = 0
+        # The metadata record types of each batch of the last `apply`, in its order: a
+        # dict whose keys are the types in order of first appearance (for a caller that
+        # must know what a batch held without decoding it again).
+        self.applied_types = []
         self.snapshots_written = 0
         self.snapshots_deferred = 0
 
@@ -83,6 +88,7 @@ class MetadataLoader:
     def _apply(self, commits):
         delta = MetadataDelta(self.image)
         end_offset, epoch, timestamp = None, None, None
+        self.applied_types = applied_types = []
         for batch in commits:
             if batch.base_offset != self.next_offset:
                 raise MetadataError(f"committed batch [{batch.base_offset}, "
@@ -94,10 +100,12 @@ class MetadataLoader:
                 raise MetadataError(f"committed batch at {batch.base_offset} does not decode: "
                                     f"{exc}") from None
             batch_timestamp = timestamp
+            types = {}
             for b in decoded:
                 if not b.is_control:
-                    self._replay_batch(delta, b)
+                    types.update(self._replay_batch(delta, b))
                     batch_timestamp = b.max_timestamp
+            applied_types.append(types)
             self.next_offset = batch.last_offset + 1
             self.bytes_since_snapshot += len(batch.data)
             if self._transaction is None:
@@ -127,15 +135,25 @@ class MetadataLoader:
         return image
 
     def _replay_batch(self, delta, batch):
+        """Replay one record batch into `delta` (or the open transaction); returns its
+        record types (a dict, in order of first appearance)."""
         records = batch.records
         try:
             decoded = R.decode_values([r.value for r in records])
         except ProtocolError as exc:
             raise MetadataError(f"batch at offset {batch.base_offset}: {exc}") from None
-        if self._transaction is None and not any(type(record) in _MARKERS
-                                                 for record, _ in decoded):
-            delta.replay_all([record for record, _ in decoded])
-            return
+        values = [record for record, _ in decoded]
+        types = dict.fromkeys(map(type, values))
+        if self._transaction is None and types.keys().isdisjoint(_MARKERS):
+            if len(types) == 1 and _NOOP in types:
+                delta.replay_no_ops(len(values))
+            else:
+                delta.replay_all(values)
+            return types
+        self._replay_with_markers(delta, decoded, records)
+        return types
+
+    def _replay_with_markers(self, delta, decoded, records):
         for (record, _), r in zip(decoded, records):
             cls = type(record)
             if cls is _BEGIN:

@@ -28,7 +28,12 @@ majority). If this node stops leading before then, the future fails with `NotLea
 the values may or may not be committed later. A value the core refuses (a batch of it
 alone would pass `batch_max_bytes`) fails its call with `InvalidAppendError`, and the
 call's values not yet proposed are dropped; a storage error fails every waiting call and
-the node. After `close()`, `append` raises `LogClosedError`. The values must be what the
+the node. After `close()`, `append` raises `LogClosedError`. `append(values, callback)`
+is the same without a future: `callback(offset, error)` is called on the event-loop
+thread, in the drive that settles the call (offset and None once committed; None and the
+error otherwise) — for callers with many small appends in flight, where a future and its
+scheduled callbacks per call would cost more than the append itself. An exception a
+callback raises is logged and does not stop the drive. The values must be what the
 log's state machine expects; on a node with a controller, the active controller is the
 metadata log's writer, and only NoOpRecords may be appended beside it (anything else makes
 it step down, see `kraftcore.controller.controller`).
@@ -93,9 +98,19 @@ def _requester(body):
     return -1
 
 
-def _fail_future(future, error):
-    if not future.done():
-        future.set_exception(error)
+def _settle(waiter, offset, error):
+    """Complete an append's waiter: an asyncio future, or a callback(offset, error)."""
+    if isinstance(waiter, asyncio.Future):
+        if not waiter.done():
+            if error is None:
+                waiter.set_result(offset)
+            else:
+                waiter.set_exception(error)
+        return
+    try:
+        waiter(offset, error)
+    except Exception:  # a caller's bug must not stop the node's drive
+        log.exception("an append callback raised")
 
 
 class RaftDriver(RaftSide):
@@ -117,8 +132,8 @@ class RaftDriver(RaftSide):
         self._timer = None
         self._timer_at = None
         self._appending = []  # values of `append` calls waiting for the next drive
-        self._appending_futures = []  # [(index of the call's last value, future)]
-        self._uncommitted = collections.deque()  # [(last offset, future)] in offset order
+        self._appending_waiters = []  # [(index of the call's last value, waiter)]
+        self._uncommitted = collections.deque()  # [(last offset, waiter)] in offset order
         self.failed = None
         self.fsyncs = 0
         self.readys = 0
@@ -154,10 +169,11 @@ class RaftDriver(RaftSide):
         self.kick()
         return last
 
-    def append(self, values):
+    def append(self, values, callback=None):
         """Append `values` (a non-empty list of bytes) as the leader with the other appends
         of this event-loop turn; returns an asyncio future of the last value's offset, done
-        once committed (see the module docstring). Raises NotLeaderError at once on a node
+        once committed — or, given `callback`, returns None and calls `callback(offset,
+        error)` instead (see the module docstring). Raises NotLeaderError at once on a node
         that is not the leader."""
         if self.failed is not None:
             raise self.failed
@@ -166,11 +182,19 @@ class RaftDriver(RaftSide):
             raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
         if not values:
             raise ValueError("append() needs at least one value")
-        future = asyncio.get_running_loop().create_future()
-        self._appending += values
-        self._appending_futures.append((len(self._appending) - 1, future))
-        self.kick()
-        return future
+        if callback is None:
+            waiter = asyncio.get_running_loop().create_future()
+        elif callable(callback):
+            waiter = None
+        else:
+            raise TypeError(f"append() callback must be callable, not "
+                            f"{type(callback).__name__}")
+        appending = self._appending
+        appending += values
+        self._appending_waiters.append((len(appending) - 1, waiter or callback))
+        if not self._kick_scheduled:
+            self.kick()
+        return waiter
 
     def _propose_appending(self):
         """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits and
@@ -178,8 +202,8 @@ class RaftDriver(RaftSide):
         batches) fails with the core's error, and its values not yet proposed are dropped;
         the other calls go on. Any other error fails every call not yet proposed, and is
         raised (the drive then fails the node)."""
-        values, calls = self._appending, collections.deque(self._appending_futures)
-        self._appending, self._appending_futures = [], []
+        values, calls = self._appending, collections.deque(self._appending_waiters)
+        self._appending, self._appending_waiters = [], []
         budget = min(APPEND_BATCH_BYTES_MAX,
                      self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
         start = first = 0  # first: the index of the first value of calls[0]
@@ -196,39 +220,39 @@ class RaftDriver(RaftSide):
                     error = None
                 except (NotLeaderError, InvalidAppendError) as exc:
                     error = exc
+                uncommitted = self._uncommitted
                 while calls and calls[0][0] < end:  # the calls whose last value is in it
-                    index, future = calls.popleft()
+                    index, waiter = calls.popleft()
                     first = index + 1
                     if error is not None:
-                        _fail_future(future, error)
+                        _settle(waiter, None, error)
                     else:
-                        self._uncommitted.append((last - (end - 1 - index), future))
+                        uncommitted.append((last - (end - 1 - index), waiter))
                 if error is not None and calls and first < end:
                     # the next call has values in the refused batch: it fails, and its
                     # other values are not proposed
-                    index, future = calls.popleft()
-                    _fail_future(future, error)
+                    index, waiter = calls.popleft()
+                    _settle(waiter, None, error)
                     end = first = index + 1
                 start = end
         except BaseException as exc:
-            for _, future in calls:
-                _fail_future(future, exc)
+            for _, waiter in calls:
+                _settle(waiter, None, exc)
             raise
 
     def _settle_appends(self, ready):
-        """Complete the futures of committed appends; fail them all on a leader change."""
+        """Settle the committed appends; fail them all on a leader change."""
         uncommitted = self._uncommitted
         if ready.commits:
             committed = ready.commits[-1].last_offset
             while uncommitted and uncommitted[0][0] <= committed:
-                offset, future = uncommitted.popleft()
-                if not future.done():
-                    future.set_result(offset)
+                offset, waiter = uncommitted.popleft()
+                _settle(waiter, offset, None)
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
             while uncommitted:
-                _fail_future(uncommitted.popleft()[1], error)
+                _settle(uncommitted.popleft()[1], None, error)
 
     def resign(self):
         self.core.resign(self.clock())
@@ -349,11 +373,11 @@ class RaftDriver(RaftSide):
         self.on_fatal(exc)
 
     def _fail_appends(self, exc):
-        futures = [f for _, f in self._appending_futures] + [f for _, f in self._uncommitted]
-        self._appending, self._appending_futures = [], []
+        waiters = [w for _, w in self._appending_waiters] + [w for _, w in self._uncommitted]
+        self._appending, self._appending_waiters = [], []
         self._uncommitted.clear()
-        for future in futures:
-            _fail_future(future, exc)
+        for waiter in waiters:
+            _settle(waiter, None, exc)
 
     def close(self):
         """Stop driving: pending appends fail with NotLeaderError; afterwards `append` and
