@@ -3,6 +3,7 @@ commit what it proposes durably, recover it after a restart, and stop on a stora
 failure."""
 
 import asyncio
+import collections
 import dataclasses
 import os
 import random
@@ -10,6 +11,7 @@ import random
 import pytest
 
 from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
+from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
 from kraftcore.log.raft_storage import FileRaftStorage
 from kraftcore.net import Listener, PeerPool
@@ -335,3 +337,68 @@ def test_append_callbacks_get_the_error_when_the_leader_resigns_or_closes(tmp_pa
             await quorum.until(lambda: errors)
             assert errors[0][0] is None and isinstance(errors[0][1], NotLeaderError)
     run(scenario())
+
+
+class _BatchingCore:
+    """Just enough of a leader's core for `RaftDriver._propose_appending`: it records the
+    batches proposed and refuses one whose values pass its batch size."""
+
+    role = "leader"
+
+    def __init__(self, batch_max_bytes):
+        self.config = dataclasses.replace(CONFIG, batch_max_bytes=batch_max_bytes)
+        self.batches = []
+        self.end = 0
+
+    def propose(self, values, now_ms):
+        if sum(map(len, values)) > self.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES:
+            raise InvalidAppendError("over the batch size")
+        self.batches.append(list(values))
+        self.end += len(values)
+        return self.end - 1
+
+
+def _batching_driver(batch_max_bytes):
+    driver = RaftDriver.__new__(RaftDriver)
+    driver.core = _BatchingCore(batch_max_bytes)
+    driver.clock = lambda: 0
+    driver.failed = None
+    driver._kick_scheduled = True  # no event loop: the test proposes by hand
+    driver._appending, driver._appending_ends, driver._appending_waiters = [], [], []
+    driver._uncommitted = collections.deque()
+    return driver
+
+
+def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrupts(
+        monkeypatch):
+    monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 3)
+    driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
+    settled = {}
+    for name, values in (("a", [b"a1", b"a2"]), ("b", [b"b1", b"b2", b"b3", b"b4"]),
+                         ("c", [b"c1"]), ("d", [b"d1", b"x" * 200, b"d3"]),
+                         ("e", [b"e1"]), ("f", [b"x" * 200]), ("g", [b"g1", b"g2"])):
+        driver.append(values, lambda o, e, name=name: settled.setdefault(name, (o, e)))
+    driver._propose_appending()
+    # 3 values a batch at most; a value over the batch size goes alone, and is refused: d
+    # fails (d1 was proposed, d3 never is) and batching goes on after d's last value
+    assert driver.core.batches == [[b"a1", b"a2", b"b1"], [b"b2", b"b3", b"b4"],
+                                   [b"c1", b"d1"], [b"e1"], [b"g1", b"g2"]]
+    assert [offset for offset, _ in driver._uncommitted] == [1, 5, 6, 8, 10]
+    for offset, waiter in driver._uncommitted:
+        waiter(offset, None)
+    assert {name: o for name, (o, e) in settled.items() if e is None} == {
+        "a": 1, "b": 5, "c": 6, "e": 8, "g": 10}
+    assert all(isinstance(settled[name][1], InvalidAppendError) for name in "df")
+
+
+def test_proposing_keeps_batches_within_the_cores_batch_size():
+    driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES
+                              + 3 * (10 + raft_driver.RECORD_OVERHEAD_BYTES_MAX))
+    offsets = []
+    for i in range(10):
+        driver.append([b"v" * 10], lambda o, e: offsets.append(o))
+    driver._propose_appending()
+    assert [len(batch) for batch in driver.core.batches] == [3, 3, 3, 1]
+    for offset, waiter in driver._uncommitted:
+        waiter(offset, None)
+    assert offsets == list(range(10))

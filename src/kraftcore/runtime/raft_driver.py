@@ -47,8 +47,12 @@ Time is the wall clock in milliseconds (batch timestamps come from it, as in Kaf
 """
 
 import asyncio
+import bisect
 import collections
+import functools
+import itertools
 import logging
+import operator
 import random
 
 from kraftcore.errors import (InvalidAppendError, KraftcoreError, LogClosedError,
@@ -98,15 +102,17 @@ def _requester(body):
     return -1
 
 
+def _settle_future(future, offset, error):
+    """The waiter of an `append` call that returned `future`."""
+    if not future.done():
+        if error is None:
+            future.set_result(offset)
+        else:
+            future.set_exception(error)
+
+
 def _settle(waiter, offset, error):
-    """Complete an append's waiter: an asyncio future, or a callback(offset, error)."""
-    if isinstance(waiter, asyncio.Future):
-        if not waiter.done():
-            if error is None:
-                waiter.set_result(offset)
-            else:
-                waiter.set_exception(error)
-        return
+    """Call an append's waiter: `callback(offset, error)` or a future's `_settle_future`."""
     try:
         waiter(offset, error)
     except Exception:  # a caller's bug must not stop the node's drive
@@ -131,8 +137,11 @@ class RaftDriver(RaftSide):
         self._kick_scheduled = False
         self._timer = None
         self._timer_at = None
-        self._appending = []  # values of `append` calls waiting for the next drive
-        self._appending_waiters = []  # [(index of the call's last value, waiter)]
+        # The `append` calls waiting for the next drive: their values, and for each call
+        # the index of its last value and its waiter (a callable(offset, error)).
+        self._appending = []
+        self._appending_ends = []
+        self._appending_waiters = []
         self._uncommitted = collections.deque()  # [(last offset, waiter)] in offset order
         self.failed = None
         self.fsyncs = 0
@@ -183,18 +192,20 @@ class RaftDriver(RaftSide):
         if not values:
             raise ValueError("append() needs at least one value")
         if callback is None:
-            waiter = asyncio.get_running_loop().create_future()
+            future = asyncio.get_running_loop().create_future()
+            callback = functools.partial(_settle_future, future)
         elif callable(callback):
-            waiter = None
+            future = None
         else:
             raise TypeError(f"append() callback must be callable, not "
                             f"{type(callback).__name__}")
         appending = self._appending
         appending += values
-        self._appending_waiters.append((len(appending) - 1, waiter or callback))
+        self._appending_ends.append(len(appending) - 1)
+        self._appending_waiters.append(callback)
         if not self._kick_scheduled:
             self.kick()
-        return waiter
+        return future
 
     def _propose_appending(self):
         """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits and
@@ -202,41 +213,43 @@ class RaftDriver(RaftSide):
         batches) fails with the core's error, and its values not yet proposed are dropped;
         the other calls go on. Any other error fails every call not yet proposed, and is
         raised (the drive then fails the node)."""
-        values, calls = self._appending, collections.deque(self._appending_waiters)
-        self._appending, self._appending_waiters = [], []
+        values, ends, waiters = self._appending, self._appending_ends, self._appending_waiters
+        self._appending, self._appending_ends, self._appending_waiters = [], [], []
         budget = min(APPEND_BATCH_BYTES_MAX,
                      self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
-        start = first = 0  # first: the index of the first value of calls[0]
+        count = len(values)
+        # framed[i]: the bytes values[:i] take at most once framed (RECORD_OVERHEAD_BYTES_MAX
+        # each), for finding each batch's end by bisection
+        framed = list(map(operator.add, itertools.accumulate(map(len, values), initial=0),
+                          range(0, (count + 1) * RECORD_OVERHEAD_BYTES_MAX,
+                                RECORD_OVERHEAD_BYTES_MAX)))
+        start = call = 0  # the first value of the next batch; the first call not settled
         try:
-            while start < len(values):
-                end, size = start, 0
-                while end < len(values) and end - start < APPEND_BATCH_RECORDS_MAX and (
-                        end == start
-                        or size + len(values[end]) + RECORD_OVERHEAD_BYTES_MAX <= budget):
-                    size += len(values[end]) + RECORD_OVERHEAD_BYTES_MAX
-                    end += 1
+            while start < count:
+                end = min(bisect.bisect_right(framed, framed[start] + budget, start + 1) - 1,
+                          start + APPEND_BATCH_RECORDS_MAX, count)
+                end = max(end, start + 1)  # a value alone over the budget: the core decides
+                stop = bisect.bisect_left(ends, end, call)  # calls[call:stop] end in it
                 try:
                     last = self.core.propose(values[start:end], self.clock())
-                    error = None
-                except (NotLeaderError, InvalidAppendError) as exc:
-                    error = exc
-                uncommitted = self._uncommitted
-                while calls and calls[0][0] < end:  # the calls whose last value is in it
-                    index, waiter = calls.popleft()
-                    first = index + 1
-                    if error is not None:
+                except (NotLeaderError, InvalidAppendError) as error:
+                    for waiter in waiters[call:stop]:
                         _settle(waiter, None, error)
-                    else:
-                        uncommitted.append((last - (end - 1 - index), waiter))
-                if error is not None and calls and first < end:
-                    # the next call has values in the refused batch: it fails, and its
-                    # other values are not proposed
-                    index, waiter = calls.popleft()
-                    _settle(waiter, None, error)
-                    end = first = index + 1
+                    call = stop
+                    if call < len(ends) and (ends[call - 1] + 1 if call else 0) < end:
+                        # the next call has values in the refused batch: it fails, and its
+                        # other values are not proposed
+                        _settle(waiters[call], None, error)
+                        end = ends[call] + 1
+                        call += 1
+                else:
+                    shift = last - (end - 1)  # value i has offset i + shift
+                    self._uncommitted.extend(zip(map(shift.__add__, ends[call:stop]),
+                                                 waiters[call:stop]))
+                    call = stop
                 start = end
         except BaseException as exc:
-            for _, waiter in calls:
+            for waiter in waiters[call:]:
                 _settle(waiter, None, exc)
             raise
 
@@ -245,9 +258,13 @@ class RaftDriver(RaftSide):
         uncommitted = self._uncommitted
         if ready.commits:
             committed = ready.commits[-1].last_offset
+            popleft = uncommitted.popleft
             while uncommitted and uncommitted[0][0] <= committed:
-                offset, waiter = uncommitted.popleft()
-                _settle(waiter, offset, None)
+                offset, waiter = popleft()
+                try:
+                    waiter(offset, None)
+                except Exception:  # a caller's bug must not stop the node's drive
+                    log.exception("an append callback raised")
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
@@ -373,8 +390,8 @@ class RaftDriver(RaftSide):
         self.on_fatal(exc)
 
     def _fail_appends(self, exc):
-        waiters = [w for _, w in self._appending_waiters] + [w for _, w in self._uncommitted]
-        self._appending, self._appending_waiters = [], []
+        waiters = self._appending_waiters + [w for _, w in self._uncommitted]
+        self._appending, self._appending_ends, self._appending_waiters = [], [], []
         self._uncommitted.clear()
         for waiter in waiters:
             _settle(waiter, None, exc)
