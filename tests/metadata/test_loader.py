@@ -146,6 +146,17 @@ def test_no_op_batches_count_as_replayed_and_change_nothing():
     assert after.topics is before.topics
 
 
+def test_no_op_only_batches_inside_a_transaction_apply_with_it():
+    log = Log()
+    loader = MetadataLoader()
+    loader.apply([log.data(mv())])
+    loader.apply([log.data(BEGIN, config("a", "1")), log.data(R.NoOpRecord(), R.NoOpRecord())])
+    assert loader.in_transaction and loader.image.end_offset == 1
+    image = loader.apply([log.data(END)])
+    assert image.configs[(CONFIG_TOPIC, "foo")] == {"a": "1"} and image.end_offset == 6
+    assert loader.records_applied == 4  # mv, the config and the two NoOps
+
+
 def test_applied_types_name_each_batchs_record_types_in_order():
     log = Log()
     loader = MetadataLoader()

@@ -679,3 +679,78 @@ def test_describe_quorum_is_answered_by_the_leader_only():
     assert other.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and other.leader_id == leader
     # The body encodes at the version the runtime will use.
     assert m.DescribeQuorumResponse.decode(answers[leader].encode(2), 2) == answers[leader]
+
+
+def _leader_of_three():
+    """Node 1 of voters {1, 2, 3}, made leader by granting its (pre-)votes by hand, every
+    Ready persisted at once; followers 2 and 3 have fetched the epoch's first batch and
+    wait parked. Returns (core, storage, now)."""
+    storage = MemoryStorage()
+    core = RaftCore(1, {1, 2, 3}, storage, None, RaftConfig(), random.Random(0), 0)
+    now = 0
+    while core.role != "leader":
+        assert now < 50_000, "no leader"
+        now += 1000
+        core.poll(now)
+        for message in _drain(core, storage):
+            if type(message.body).__name__ == "VoteRequest":
+                part = rpc.vote_partition(message.body)
+                core.handle(RaftMessage(message.destination, 1, message.correlation_id,
+                                        rpc.vote_response(0, None, part.replica_epoch,
+                                                          True)), now)
+    for cid in (10, 20):  # the first fetches commit the LeaderChange batch; then they park
+        for replica in (2, 3):
+            _fetch(core, replica, core.log_end_offset, now, cid + replica)
+        _drain(core, storage)
+    return core, storage, now
+
+
+def _drain(core, storage):
+    """Take and persist every Ready; returns their messages."""
+    messages = []
+    while (ready := core.take_ready()) is not None:
+        storage.flush()
+        core.on_persisted(ready.number)
+        messages += ready.messages
+    return messages
+
+
+def _fetch(core, replica, offset, now, cid):
+    core.handle(RaftMessage(replica, 1, cid, rpc.fetch_request(
+        None, replica, core.epoch, offset, core.epoch, 500, 1 << 20)), now)
+
+
+def _fetch_answers(ready):
+    return {m.destination: rpc.fetch_response_partition(m.body) for m in ready.messages
+            if type(m.body).__name__ == "FetchResponse"}
+
+
+def test_a_high_watermark_answer_waits_for_what_the_state_machine_appends_on_the_commit():
+    """The Fetch that moves the high watermark has nothing new to carry: it is held while
+    the Ready delivering the commits goes out; what the state machine appends on seeing
+    them leaves in the answer, with the new high watermark (one round trip, not two)."""
+    core, storage, now = _leader_of_three()
+    last = core.propose([b"a"], now)
+    assert set(_fetch_answers(core.take_ready())) == {2, 3}  # the parked fetches get "a"
+    storage.flush()
+    core.on_persisted(core._ready_number)
+    _fetch(core, 2, last + 1, now, 31)  # follower 2 has "a": it commits
+    ready = core.take_ready()
+    assert [c.last_offset for c in ready.commits] == [last] and ready.high_watermark == last + 1
+    assert 2 not in _fetch_answers(ready)
+    reaction = core.propose([b"b"], now)
+    answer = _fetch_answers(core.take_ready())[2]
+    assert answer.high_watermark == last + 1
+    assert [r.value for b in codec.decode_batches(bytes(answer.records))
+            for r in b.records] == [b"b"] and reaction == last + 1
+
+
+def test_a_high_watermark_answer_goes_in_the_next_ready_when_nothing_is_appended():
+    core, storage, now = _leader_of_three()
+    last = core.propose([b"a"], now)
+    _drain(core, storage)
+    _fetch(core, 2, last + 1, now, 31)
+    ready = core.take_ready()
+    assert ready.commits and 2 not in _fetch_answers(ready)
+    answer = _fetch_answers(core.take_ready())[2]
+    assert answer.high_watermark == last + 1 and not answer.records

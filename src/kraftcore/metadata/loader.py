@@ -35,6 +35,12 @@ _END = R.EndTransactionRecord
 _ABORT = R.AbortTransactionRecord
 _MARKERS = frozenset((_BEGIN, _END, _ABORT))
 _NOOP = R.NoOpRecord
+# The framed values of a NoOpRecord at each of its versions (it has no fields): a batch of
+# only these is counted without being decoded (leaders append NoOps to keep the log moving,
+# and `RaftDriver.append` beside the active controller may append nothing else).
+_NOOP_VALUES = frozenset(R.encode_values([_NOOP()], version)[0]
+                         for version in range(_NOOP.valid_versions[0],
+                                              _NOOP.valid_versions[1] + 1))
 
 
 class MetadataLoader:
@@ -138,8 +144,15 @@ class MetadataLoader:
         """Replay one record batch into `delta` (or the open transaction); returns its
         record types (a dict, in order of first appearance)."""
         records = batch.records
+        values = [r.value for r in records]
+        if values and values[0] in _NOOP_VALUES and values.count(values[0]) == len(values):
+            if self._transaction is None:
+                delta.replay_no_ops(len(values))
+            else:
+                self._transaction += [_NOOP()] * len(values)
+            return {_NOOP: None}
         try:
-            decoded = R.decode_values([r.value for r in records])
+            decoded = R.decode_values(values)
         except ProtocolError as exc:
             raise MetadataError(f"batch at offset {batch.base_offset}: {exc}") from None
         values = [record for record, _ in decoded]

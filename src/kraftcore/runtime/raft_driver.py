@@ -20,7 +20,9 @@ A drive takes every Ready the core has, in order:
    waiting `handle_request` calls) and `on_persisted` called for each, in order.
 
 Appending as a library (`append(values)`): values appended in one event-loop turn go to
-the core together at the start of the next drive, in batches of at most
+the core together at the next drive (before each Ready it takes, so that what a commit's
+callbacks append goes out in the same drive, with the Fetch answers the core holds for
+that commit), in batches of at most
 APPEND_BATCH_RECORDS_MAX values and APPEND_BATCH_BYTES_MAX value bytes, kept within the
 core's `batch_max_bytes` once framed; each call's asyncio future gives the offset of its
 last value once the high watermark has passed it (the commit, made durable on a
@@ -302,9 +304,11 @@ class RaftDriver(RaftSide):
         core = self.core
         now = self.clock()
         deadline = None
-        if self._appending:
-            self._propose_appending()
         for _ in range(READYS_PER_DRIVE_MAX):
+            if self._appending:
+                # before each Ready: what the callbacks of the previous one appended goes
+                # out with the answers the core holds for it
+                self._propose_appending()
             deadline = core.poll(now)
             ready = core.take_ready()
             if ready is None:
