@@ -339,11 +339,18 @@ def test_append_callbacks_get_the_error_when_the_leader_resigns_or_closes(tmp_pa
     run(scenario())
 
 
+def _in_loop(function):
+    async def main():
+        return function()
+    return asyncio.run(main())
+
+
 class _BatchingCore:
     """Just enough of a leader's core for `RaftDriver._propose_appending`: it records the
     batches proposed and refuses one whose values pass its batch size."""
 
     role = "leader"
+    epoch = 1
 
     def __init__(self, batch_max_bytes):
         self.config = dataclasses.replace(CONFIG, batch_max_bytes=batch_max_bytes)
@@ -366,39 +373,88 @@ def _batching_driver(batch_max_bytes):
     driver._kick_scheduled = True  # no event loop: the test proposes by hand
     driver._appending, driver._appending_ends, driver._appending_waiters = [], [], []
     driver._uncommitted = collections.deque()
+    driver.node_id, driver._timer, driver._answers = 1, None, {}
     return driver
 
 
 def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrupts(
         monkeypatch):
-    monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 3)
-    driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
-    settled = {}
-    for name, values in (("a", [b"a1", b"a2"]), ("b", [b"b1", b"b2", b"b3", b"b4"]),
-                         ("c", [b"c1"]), ("d", [b"d1", b"x" * 200, b"d3"]),
-                         ("e", [b"e1"]), ("f", [b"x" * 200]), ("g", [b"g1", b"g2"])):
-        driver.append(values, lambda o, e, name=name: settled.setdefault(name, (o, e)))
-    driver._propose_appending()
-    # 3 values a batch at most; a value over the batch size goes alone, and is refused: d
-    # fails (d1 was proposed, d3 never is) and batching goes on after d's last value
-    assert driver.core.batches == [[b"a1", b"a2", b"b1"], [b"b2", b"b3", b"b4"],
-                                   [b"c1", b"d1"], [b"e1"], [b"g1", b"g2"]]
-    assert [offset for offset, _ in driver._uncommitted] == [1, 5, 6, 8, 10]
-    for offset, waiter in driver._uncommitted:
-        waiter(offset, None)
-    assert {name: o for name, (o, e) in settled.items() if e is None} == {
-        "a": 1, "b": 5, "c": 6, "e": 8, "g": 10}
-    assert all(isinstance(settled[name][1], InvalidAppendError) for name in "df")
+    def scenario():  # append needs a running event loop
+        monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 3)
+        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
+        settled = {}
+        for name, values in (("a", [b"a1", b"a2"]), ("b", [b"b1", b"b2", b"b3", b"b4"]),
+                             ("c", [b"c1"]), ("d", [b"d1", b"x" * 200, b"d3"]),
+                             ("e", [b"e1"]), ("f", [b"x" * 200]), ("g", [b"g1", b"g2"])):
+            driver.append(values, lambda o, e, name=name: settled.setdefault(name, (o, e)))
+        driver._propose_appending()
+        # 3 values a batch at most; a value over the batch size goes alone, and is refused: d
+        # fails (d1 was proposed, d3 never is) and batching goes on after d's last value
+        assert driver.core.batches == [[b"a1", b"a2", b"b1"], [b"b2", b"b3", b"b4"],
+                                       [b"c1", b"d1"], [b"e1"], [b"g1", b"g2"]]
+        assert [offset for offset, _ in driver._uncommitted] == [1, 5, 6, 8, 10]
+        for offset, waiter in driver._uncommitted:
+            waiter(offset, None)
+        assert {name: o for name, (o, e) in settled.items() if e is None} == {
+            "a": 1, "b": 5, "c": 6, "e": 8, "g": 10}
+        assert all(isinstance(settled[name][1], InvalidAppendError) for name in "df")
+    _in_loop(scenario)
 
 
 def test_proposing_keeps_batches_within_the_cores_batch_size():
-    driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES
-                              + 3 * (10 + raft_driver.RECORD_OVERHEAD_BYTES_MAX))
-    offsets = []
-    for i in range(10):
-        driver.append([b"v" * 10], lambda o, e: offsets.append(o))
-    driver._propose_appending()
-    assert [len(batch) for batch in driver.core.batches] == [3, 3, 3, 1]
-    for offset, waiter in driver._uncommitted:
-        waiter(offset, None)
-    assert offsets == list(range(10))
+    def scenario():  # append needs a running event loop
+        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES
+                                  + 3 * (10 + raft_driver.RECORD_OVERHEAD_BYTES_MAX))
+        offsets = []
+        for i in range(10):
+            driver.append([b"v" * 10], lambda o, e: offsets.append(o))
+        driver._propose_appending()
+        assert [len(batch) for batch in driver.core.batches] == [3, 3, 3, 1]
+        for offset, waiter in driver._uncommitted:
+            waiter(offset, None)
+        assert offsets == list(range(10))
+    _in_loop(scenario)
+
+
+def test_a_callback_that_closes_the_driver_while_proposing_fails_the_calls_left():
+    def scenario():  # append needs a running event loop
+        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
+        settled = []
+
+        def close_on_refusal(offset, error):
+            settled.append(("big", offset, error))
+            driver.close()
+        driver.append([b"a"], lambda o, e: settled.append(("a", o, e)))
+        driver.append([b"x" * 200], close_on_refusal)
+        driver.append([b"b"], lambda o, e: settled.append(("b", o, e)))
+        driver._propose_appending()
+        assert driver.core.batches == [[b"a"]]  # nothing is proposed after the close
+        assert [(name, o, type(e).__name__) for name, o, e in settled] == [
+            ("big", None, "InvalidAppendError"), ("a", None, "NotLeaderError"),
+            ("b", None, "NotLeaderError")]
+        assert not driver._uncommitted
+    _in_loop(scenario)
+
+
+def test_a_callback_that_closes_the_driver_on_commit_stops_the_drive(tmp_path):
+    """The drive stops at once: the other waiting calls fail, and nothing touches the
+    storage afterwards."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            settled = []
+
+            def close_on_commit(offset, error):
+                settled.append((offset, error))
+                leader.close()
+                leader.storage.flush = flushed_after_close
+            def flushed_after_close():
+                raise AssertionError("the log was flushed after close()")
+            leader.append([b"a"], close_on_commit)
+            await quorum.until(lambda: settled)
+            later = leader.append  # a closed driver refuses appends
+            with pytest.raises(LogClosedError):
+                later([b"b"])
+            await asyncio.sleep(0.05)
+            assert settled[0][1] is None and leader.failed is not None
+    run(scenario())

@@ -33,19 +33,38 @@ def _simulator(root):
     from kraftcore.sim.controller import ControllerSimulation, export_node
     from kraftcore.sim.run import params_for_seed
 
-    # seed 2: every node's newest snapshot holds brokers and partitions of two replicas
-    # or more, which the edits below need (the schedule a seed gives follows the Raft core)
-    params = params_for_seed(2, observers=3, workload="controller")
-    params = dataclasses.replace(
-        params, controller=dataclasses.replace(params.controller, snapshot_bytes=2048))
-    sim = ControllerSimulation(params)
-    sim.run()
+    # The first seed whose every node ends with a snapshot holding brokers and a partition
+    # of two replicas or more, which the edits below need (what a seed gives follows the
+    # Raft core's schedule, so it is searched rather than fixed).
+    for seed in range(1, 21):
+        params = params_for_seed(seed, observers=3, workload="controller")
+        params = dataclasses.replace(
+            params, controller=dataclasses.replace(params.controller, snapshot_bytes=2048))
+        sim = ControllerSimulation(params)
+        sim.run()
+        if all(_editable(node.storage) for node in sim.nodes.values()):
+            break
+    else:
+        raise AssertionError("no seed in 1-20 leaves snapshots the edits can break")
     nodes = []
     for node_id, node in sorted(sim.nodes.items()):
         node_dir = os.path.join(root, f"node-{node_id}")
         export_node(node.storage, os.path.join(node_dir, METADATA_DIR))
         nodes.append(node_dir)
     return nodes
+
+
+def _editable(storage):
+    from kraftcore.metadata import records as R
+    from kraftcore.metadata.snapshot import decode_snapshot
+
+    snapshot_id = storage.latest_snapshot_id()
+    if snapshot_id is None:
+        return False
+    data = storage.read_snapshot(snapshot_id, 0, storage.snapshot_size(snapshot_id))
+    records, _ = decode_snapshot(data)
+    return (any(type(r) is R.RegisterBrokerRecord for r in records)
+            and any(type(r) is R.PartitionRecord and len(r.replicas) >= 2 for r in records))
 
 
 def _kraftcore(*args):

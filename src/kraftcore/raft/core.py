@@ -673,8 +673,9 @@ class RaftCore:
             self._on_high_watermark(leader.high_watermark)
         if offset < self.storage.log_end_offset or body.max_wait_ms == 0:
             return self._complete_fetch(message, replica, offset)
-        # Nothing to send but perhaps a newer high watermark: held, and answered in the
-        # next Ready at the latest (see take_ready), or at once when records arrive.
+        # Nothing to send but perhaps a newer high watermark: held, and answered by the
+        # first take_ready that delivers no commits (see there), at once when records
+        # arrive, or at its MaxWaitMs.
         self._parked[replica_id] = _Parked(message, replica, offset,
                                            self._now + body.max_wait_ms)
 

@@ -193,8 +193,9 @@ class RaftDriver(RaftSide):
             raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
         if not values:
             raise ValueError("append() needs at least one value")
+        loop = asyncio.get_running_loop()  # outside the loop: RuntimeError, nothing changed
         if callback is None:
-            future = asyncio.get_running_loop().create_future()
+            future = loop.create_future()
             callback = functools.partial(_settle_future, future)
         elif callable(callback):
             future = None
@@ -235,15 +236,19 @@ class RaftDriver(RaftSide):
                 try:
                     last = self.core.propose(values[start:end], self.clock())
                 except (NotLeaderError, InvalidAppendError) as error:
-                    for waiter in waiters[call:stop]:
-                        _settle(waiter, None, error)
-                    call = stop
+                    while call < stop:
+                        call += 1
+                        _settle(waiters[call - 1], None, error)
                     if call < len(ends) and (ends[call - 1] + 1 if call else 0) < end:
                         # the next call has values in the refused batch: it fails, and its
                         # other values are not proposed
-                        _settle(waiters[call], None, error)
-                        end = ends[call] + 1
                         call += 1
+                        end = ends[call - 1] + 1
+                        _settle(waiters[call - 1], None, error)
+                    if self.failed is not None:  # a callback closed or failed the driver
+                        for waiter in waiters[call:]:
+                            _settle(waiter, None, self._appends_error)
+                        return
                 else:
                     shift = last - (end - 1)  # value i has offset i + shift
                     self._uncommitted.extend(zip(map(shift.__add__, ends[call:stop]),
@@ -309,6 +314,8 @@ class RaftDriver(RaftSide):
                 # before each Ready: what the callbacks of the previous one appended goes
                 # out with the answers the core holds for it
                 self._propose_appending()
+                if self.failed is not None:
+                    return  # a callback closed the driver
             deadline = core.poll(now)
             ready = core.take_ready()
             if ready is None:
@@ -317,9 +324,11 @@ class RaftDriver(RaftSide):
                 self._complete_pending()
                 continue
             self.readys += 1
+            self.on_ready(ready)  # the state machine first: callbacks see the commits applied
             if self._uncommitted:
                 self._settle_appends(ready)
-            self.on_ready(ready)
+            if self.failed is not None:
+                return  # closed by the application or a callback: nothing more is persisted
             self._pending.append(ready)
         else:
             self.kick()  # more work than one turn should take: continue next turn
@@ -394,6 +403,7 @@ class RaftDriver(RaftSide):
         self.on_fatal(exc)
 
     def _fail_appends(self, exc):
+        self._appends_error = exc
         waiters = self._appending_waiters + [w for _, w in self._uncommitted]
         self._appending, self._appending_ends, self._appending_waiters = [], [], []
         self._uncommitted.clear()
