@@ -158,10 +158,7 @@ class MetadataLoader:
         values = [record for record, _ in decoded]
         types = dict.fromkeys(map(type, values))
         if self._transaction is None and types.keys().isdisjoint(_MARKERS):
-            if len(types) == 1 and _NOOP in types:
-                delta.replay_no_ops(len(values))
-            else:
-                delta.replay_all(values)
+            delta.replay_all(values)
             return types
         self._replay_with_markers(delta, decoded, records)
         return types

@@ -145,6 +145,7 @@ class RaftDriver(RaftSide):
         self._appending_ends = []
         self._appending_waiters = []
         self._uncommitted = collections.deque()  # [(last offset, waiter)] in offset order
+        self._appends_error = None  # what the waiters failed with when the driver stopped
         self.failed = None
         self.fsyncs = 0
         self.readys = 0
@@ -268,10 +269,7 @@ class RaftDriver(RaftSide):
             popleft = uncommitted.popleft
             while uncommitted and uncommitted[0][0] <= committed:
                 offset, waiter = popleft()
-                try:
-                    waiter(offset, None)
-                except Exception:  # a caller's bug must not stop the node's drive
-                    log.exception("an append callback raised")
+                _settle(waiter, offset, None)
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
