@@ -10,8 +10,8 @@ from kraftcore.net import Connection, Listener
 from kraftcore.protocol import framing
 from kraftcore.protocol.messages import VoteResponse
 
-from .helpers import (HOST, Gate, RawClient, answered_epoch, fetch, fetch_response, run, vote,
-                      vote_response, wait_until)
+from .helpers import (HOST, Gate, RawClient, answered_epoch, epoch_of, fetch, fetch_response,
+                      run, vote, vote_response, wait_until)
 
 
 def test_responses_leave_in_request_order_when_handlers_finish_in_reverse():
@@ -69,6 +69,42 @@ def test_sync_and_async_handlers_mixed_keep_the_order():
         conn = await Connection.open(HOST, listener.port)
         responses = await asyncio.gather(*(conn.send(vote(i)) for i in range(1, 50)))
         assert [answered_epoch(r) for r in responses] == list(range(1, 50))
+        await conn.close()
+        await listener.close()
+    run(test)
+
+
+def test_an_answered_request_is_freed_without_the_cycle_collector():
+    """Nothing of a request answered by an awaitable (its slot, callback, task, request) is
+    left in a reference cycle: a busy server would otherwise hand every request to the
+    garbage collector."""
+    import gc
+    import weakref
+
+    async def test():
+        handlers = []
+
+        async def answer(request):
+            await asyncio.sleep(0)
+            return vote_response(epoch_of(request.body))
+
+        def handler(request, peer):
+            awaitable = answer(request)  # it holds the request
+            handlers.append(weakref.ref(awaitable))
+            return awaitable
+
+        listener = await Listener.start(HOST, 0, handler)
+        conn = await Connection.open(HOST, listener.port)
+        gc.collect()
+        gc.disable()
+        try:
+            responses = await asyncio.gather(*(conn.send(vote(i)) for i in range(1, 21)))
+            await asyncio.sleep(0.01)  # the responses' flush and the tasks' last callbacks
+            assert [answered_epoch(r) for r in responses] == list(range(1, 21))
+            assert len(handlers) == 20
+            assert [ref for ref in handlers if ref() is not None] == []
+        finally:
+            gc.enable()
         await conn.close()
         await listener.close()
     run(test)

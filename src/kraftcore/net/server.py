@@ -355,6 +355,7 @@ class _ServerConnection(asyncio.Protocol):
             self._flush()
 
     def _on_handler_done(self, slot, future):
+        slot.callback = None  # it held the slot: a reference cycle left to the collector
         listener = self._listener
         listener._tasks.discard(future)
         if future.cancelled():
