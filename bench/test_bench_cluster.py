@@ -654,6 +654,7 @@ def _kraftcore_node(config_path):
     """The kraftcore node process: `Node` as `kraftcore start` runs it, plus commands on
     stdin (read by a thread, run on the event loop), answers on stdout."""
     from kraftcore.log.meta_properties import check_formatted
+    from kraftcore.runtime import collector
     from kraftcore.runtime.config import NodeConfig
     from kraftcore.runtime.node import Node
 
@@ -740,6 +741,7 @@ def _kraftcore_node(config_path):
         loop = asyncio.get_running_loop()
         commands = asyncio.Queue()
         await node.start()
+        collector.settle()  # as `kraftcore start` does once its node has started
 
         def read_stdin():
             for line in sys.stdin:

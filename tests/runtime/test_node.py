@@ -28,11 +28,14 @@ def test_a_broker_the_controller_refuses_for_good_stops_with_exit_code_1(tmp_pat
             2, ("broker",), voters, {"controller": unused, "broker": broker_port},
             str(tmp_path / "n2"), FAST)), str(Uuid.random(random.Random(2))))
         await controller.start()
+        started = []
         try:
-            code = await asyncio.wait_for(broker.run(), 30)
+            code = await asyncio.wait_for(broker.run(
+                started=lambda: started.append(broker.listeners[0].port)), 30)
         finally:
             await controller.stop()
         assert code == 1
+        assert started == [broker_port]  # called once, with the listener bound
         assert broker.broker.lifecycle.error is not None
         assert "INCONSISTENT_CLUSTER_ID" in str(broker.broker.lifecycle.error)
     asyncio.run(scenario())
@@ -56,12 +59,14 @@ def test_a_node_whose_start_fails_closes_what_it_had_opened(tmp_path):
                 {"controller": controller_port, "broker": broker_port},
                 str(tmp_path / "n1"), FAST))
             node = Node(config, str(Uuid.random(random.Random(1))))
+            started = []
             try:
-                await node.run()
+                await node.run(started=lambda: started.append(True))
             except ListenError:
                 pass
             else:
                 raise AssertionError("the node started on a port in use")
+            assert started == []
         FileRaftStorage.open(config.metadata_partition_dir).close()
         with socket.create_server(("127.0.0.1", controller_port)):
             pass  # the controller listener let its port go

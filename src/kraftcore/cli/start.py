@@ -5,7 +5,8 @@ directories are formatted (`kraftcore format`) and takes the cluster id from the
 runs `kraftcore.runtime.node.Node` until SIGTERM or Ctrl-C: a broker first goes through its
 controlled shutdown, a leading controller resigns. Logs go to stderr. A configuration or
 format problem is one line, `kraftcore start: error: ...`, and exit status 1; a node that
-stops on a storage failure exits with 1 too.
+stops on a storage failure exits with 1 too. Once the node has started, the process's
+garbage collector is tuned for a server (`kraftcore.runtime.collector`).
 """
 
 import asyncio
@@ -29,6 +30,7 @@ def add_arguments(sub):
 
 def run(args, *, err=None):
     from kraftcore.log.meta_properties import check_formatted
+    from kraftcore.runtime import collector
     from kraftcore.runtime.config import NodeConfig, parse_override
     from kraftcore.runtime.node import Node
 
@@ -45,7 +47,9 @@ def run(args, *, err=None):
                         format=f"%(asctime)s node-{config.node_id} %(levelname)s "
                                "%(name)s: %(message)s")
     try:
-        return asyncio.run(Node(config, cluster_id).run())
+        # This process is the node's own: tune its garbage collector once the image is
+        # loaded (kraftcore.runtime.collector).
+        return asyncio.run(Node(config, cluster_id).run(started=collector.settle))
     except KraftcoreError as exc:
         err.write(f"kraftcore start: error: {exc}\n")
         return 1

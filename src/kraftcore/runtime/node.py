@@ -389,14 +389,16 @@ class Node:
         if self.stopped is not None and not self.stopped.done():
             self.stopped.set_result(None)
 
-    async def run(self):
+    async def run(self, started=None):
         """Start, run until SIGTERM / SIGINT (or a fatal error), stop; returns the exit
-        code."""
+        code. `started()`, if given, is called once the node has started."""
         try:
             await self.start()
         except BaseException:  # e.g. a port in use: close what was opened before it
             await self.stop(graceful=False)
             raise
+        if started is not None:
+            started()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             try:
