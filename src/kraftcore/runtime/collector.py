@@ -14,8 +14,8 @@ move every object alive then out of the collector's reach (`gc.freeze()`: they a
 scanned again, and are still freed by reference counting when no longer used), and raise
 the first threshold to `YOUNG_THRESHOLD`, above the working set, so that young collections
 run only when container objects really accumulate. What is in reference cycles is still
-collected: later, at most `YOUNG_THRESHOLD` objects of it (a few MB). The older
-generations keep their thresholds.
+collected, only later: up to `YOUNG_THRESHOLD` new container objects wait for a
+collection. The older generations keep their thresholds.
 
 Only the process's owner calls it: `kraftcore start` does; a `Node` embedded in another
 program leaves that program's collector alone.
