@@ -155,10 +155,10 @@ class MetadataLoader:
             decoded = R.decode_values(values)
         except ProtocolError as exc:
             raise MetadataError(f"batch at offset {batch.base_offset}: {exc}") from None
-        values = [record for record, _ in decoded]
-        types = dict.fromkeys(map(type, values))
+        replayed = [record for record, _ in decoded]
+        types = dict.fromkeys(map(type, replayed))
         if self._transaction is None and types.keys().isdisjoint(_MARKERS):
-            delta.replay_all(values)
+            delta.replay_all(replayed)
             return types
         self._replay_with_markers(delta, decoded, records)
         return types
