@@ -15,6 +15,7 @@ from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
 from kraftcore.log.raft_storage import FileRaftStorage
 from kraftcore.net import Listener, PeerPool
+from kraftcore.raft import rpc
 from kraftcore.raft.config import RaftConfig
 from kraftcore.runtime import raft_driver
 from kraftcore.runtime.raft_driver import RaftDriver
@@ -49,8 +50,8 @@ class Quorum:
             self.start_driver(i)
 
     def _handler(self, i):
-        async def handle(request, peer):
-            return await self.drivers[i].handle_request(request.body)
+        def handle(request, peer):  # the answer's future itself, as a node's listener gets
+            return self.drivers[i].handle_request(request.body)
         return handle
 
     def start_driver(self, i):
@@ -277,6 +278,41 @@ def test_a_closed_driver_refuses_appends_and_requests(tmp_path):
                 leader.append([b"b"])
             with pytest.raises(LogClosedError):
                 await leader.handle_request(None)
+    run(scenario())
+
+
+def test_a_request_is_answered_by_a_future_and_one_given_up_leaves_nothing(tmp_path):
+    """`handle_request` returns the answer's future (a listener writes it without a task of
+    its own). A request its connection gives up (the future cancelled) is forgotten; the
+    core's later answer to it goes nowhere, and the driver goes on."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            core = leader.core
+            await quorum.until(lambda: core.high_watermark is not None)
+            # An observer's Fetch at the leader's log end is answered with the high
+            # watermark; its next one is held until records arrive.
+            def fetch():
+                return leader.handle_request(rpc.fetch_request(
+                    None, 99, core.epoch, core.storage.log_end_offset, core.epoch, 10_000,
+                    1 << 20))
+            first = fetch()
+            assert isinstance(first, asyncio.Future)
+            await first
+            held = fetch()
+            await asyncio.sleep(0.05)
+            def waiting(future):  # the driver keeps it to answer
+                return any(answer is future for answer in leader._answers.values())
+            assert not held.done() and waiting(held)
+            held.cancel()
+            await asyncio.sleep(0)
+            assert not waiting(held)
+            offset = await leader.append([b"after"])  # answers the held Fetch: to no one
+            assert offset >= 0 and leader.failed is None
+            describe = leader.handle_request(rpc.describe_quorum_request())
+            assert type(await describe).__name__ == "DescribeQuorumResponse"
+            await asyncio.sleep(0)
+            assert not waiting(describe)  # answered ones are forgotten too
     run(scenario())
 
 

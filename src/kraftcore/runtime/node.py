@@ -367,12 +367,14 @@ class Node:
         if self.broker is not None:
             self.broker.on_ready(ready)
 
-    async def _handle(self, request, peer):
+    def _handle(self, request, peer):
+        """The listener's handler: an awaitable of the response (a Raft request's answer is
+        the driver's future itself)."""
         if request.api_key in RAFT_APIS:
-            return await self.driver.handle_request(request.body)
+            return self.driver.handle_request(request.body)
         from kraftcore.runtime import controller_api
 
-        return await controller_api.handle_controller_request(self, request)
+        return controller_api.handle_controller_request(self, request)
 
     async def _handle_broker(self, request, peer):
         from kraftcore.runtime import controller_api

@@ -159,20 +159,24 @@ class RaftDriver(RaftSide):
         self._kick_scheduled = True
         asyncio.get_running_loop().call_soon(self._drive)
 
-    async def handle_request(self, body):
-        """Answer a Raft request from a peer (or DescribeQuorum from an admin client)."""
+    def handle_request(self, body):
+        """Answer a Raft request from a peer (or DescribeQuorum from an admin client): an
+        asyncio future of the response body, done in the drive that sends it. A plain
+        future rather than a coroutine, so that a listener writes the answer without a
+        task's extra turn of the event loop; cancelling it gives the request up."""
         if self.failed is not None:
             raise self.failed
         self._next_cid += 1
         cid = self._next_cid
         answer = asyncio.get_running_loop().create_future()
+        self.core.handle(RaftMessage(_requester(body), self.node_id, cid, body), self.clock())
         self._answers[cid] = answer
-        try:
-            self.core.handle(RaftMessage(_requester(body), self.node_id, cid, body), self.clock())
-            self.kick()
-            return await answer
-        finally:
-            self._answers.pop(cid, None)
+        answer.add_done_callback(functools.partial(self._forget_answer, cid))
+        self.kick()
+        return answer
+
+    def _forget_answer(self, cid, answer):
+        self._answers.pop(cid, None)
 
     def propose(self, values, *, timestamp_ms=None):
         """Append `values` as the leader; returns the last offset (raises NotLeaderError).
