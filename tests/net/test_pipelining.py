@@ -110,6 +110,47 @@ def test_an_answered_request_is_freed_without_the_cycle_collector():
     run(test)
 
 
+def test_an_answer_leaves_at_once_when_nothing_else_is_awaited_on_its_connection():
+    """A response whose awaitable completes with no other request of its connection in
+    flight is written by the awaitable's own callback, ahead of callbacks the event loop
+    queued behind it (on a busy node: the state machine's turn), not a turn later."""
+    import socket
+
+    async def test():
+        loop = asyncio.get_running_loop()
+        pending = []
+
+        def handler(request, peer):
+            future = loop.create_future()
+            pending.append((future, epoch_of(request.body)))
+            return future
+
+        listener = await Listener.start(HOST, 0, handler)
+        sock = socket.create_connection((HOST, listener.port))
+        try:
+            sock.sendall(framing.encode_request(vote(7), 2, 41, "raw"))
+            sock.setblocking(False)
+            await wait_until(lambda: pending)
+            received = []
+
+            def look():  # what the socket holds by now
+                try:
+                    received.append(sock.recv(65536))
+                except BlockingIOError:
+                    received.append(b"")
+
+            future, epoch = pending[0]
+            future.set_result(vote_response(epoch))  # its callbacks run in the next turn
+            loop.call_soon(look)  # queued right behind them
+            await wait_until(lambda: received)
+            assert received[0], "the answer had not left when the next callback ran"
+            assert int.from_bytes(received[0][4:8], "big") == 41  # its correlation id
+        finally:
+            sock.close()
+        await listener.close()
+    run(test)
+
+
 def test_client_in_flight_limit_holds_later_requests_back():
     async def test():
         gate = Gate()

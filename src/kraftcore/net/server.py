@@ -383,9 +383,13 @@ class _ServerConnection(asyncio.Protocol):
             return
         slot.frame = frame
         self._advance()
-        # The responses completed in this event-loop turn (a commit completes many) leave
-        # in one write at the start of the next.
-        if not self._flush_scheduled:
+        if not self._slots:
+            # Nothing else is awaited on this connection: the answer leaves now, ahead of
+            # whatever else the event loop has queued.
+            self._flush()
+        elif not self._flush_scheduled:
+            # The responses completed in this event-loop turn (a commit completes many)
+            # leave in one write at the start of the next.
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
