@@ -754,3 +754,26 @@ def test_a_high_watermark_answer_goes_in_the_next_ready_when_nothing_is_appended
     assert ready.commits and 2 not in _fetch_answers(ready)
     answer = _fetch_answers(core.take_ready())[2]
     assert answer.high_watermark == last + 1 and not answer.records
+
+
+def test_a_held_fetch_superseded_by_a_newer_one_from_its_replica_still_gets_an_answer():
+    """A replica that gave a held Fetch up and fetches again: the old one is answered at
+    once (empty, under its own correlation id) so that no driver waits on it forever; the
+    new one is held as usual and gets what is appended next."""
+    core, storage, now = _leader_of_three()
+    end = storage.log_end_offset
+
+    def answers_to_2():
+        return {m.correlation_id: rpc.fetch_response_partition(m.body)
+                for m in _drain(core, storage)
+                if type(m.body).__name__ == "FetchResponse" and m.destination == 2}
+
+    # follower 2 waits parked (see _leader_of_three); it fetches again
+    _fetch(core, 2, end, now, 41)
+    answers = answers_to_2()
+    assert len(answers) == 1 and 41 not in answers  # the old one, under its own id
+    assert not next(iter(answers.values())).records
+    last = core.propose([b"x"], now)  # the new one gets the record
+    answer = answers_to_2()[41]
+    assert [r.value for b in codec.decode_batches(bytes(answer.records))
+            for r in b.records] == [b"x"] and last == end

@@ -659,7 +659,11 @@ class RaftCore:
             # The leader's own entry tracks its durable log; nobody else may move it.
             return self._fetch_error(message, INVALID_REQUEST)
         leader.on_voter_fetch(replica_id, self._now)
-        self._parked.pop(replica_id, None)
+        superseded = self._parked.pop(replica_id, None)
+        if superseded is not None:
+            # The replica gave that Fetch up; it still gets an answer (empty, which the
+            # replica ignores), so that nothing waits for one forever.
+            self._respond(superseded.message, self._fetch_answer(leader))
         latest = self.storage.latest_snapshot_id()
         if offset == 0 and latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID:
             return self._respond(message, self._fetch_answer(leader, snapshot_id=latest))
