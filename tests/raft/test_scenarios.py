@@ -777,3 +777,63 @@ def test_a_held_fetch_superseded_by_a_newer_one_from_its_replica_still_gets_an_a
     answer = answers_to_2()[41]
     assert [r.value for b in codec.decode_batches(bytes(answer.records))
             for r in b.records] == [b"x"] and last == end
+
+
+def _becoming_leader():
+    """Node 1 of voters {1, 2, 3} granted its (pre-)votes by hand; returns (core, storage,
+    now, the Readys it produced on the way, none of the last ones persisted yet)."""
+    storage = MemoryStorage()
+    core = RaftCore(1, {1, 2, 3}, storage, None, RaftConfig(), random.Random(0), 0)
+    now, readys = 0, []
+    while core.role != "leader":
+        assert now < 50_000, "no leader"
+        now += 1000
+        core.poll(now)
+        while (ready := core.take_ready()) is not None:
+            readys.append(ready)
+            if core.role == "leader":
+                break  # keep the Ready that made it leader unpersisted
+            storage.flush()
+            core.on_persisted(ready.number)
+            for message in ready.messages:
+                if type(message.body).__name__ == "VoteRequest":
+                    part = rpc.vote_partition(message.body)
+                    core.handle(RaftMessage(message.destination, 1, message.correlation_id,
+                                            rpc.vote_response(0, None, part.replica_epoch,
+                                                              True)), now)
+    return core, storage, now, readys
+
+
+def test_only_a_leader_whose_election_state_is_persisted_may_send_before_its_flush():
+    """`send_first`: never on a candidate's Readys, nor on the one that persists the
+    leadership, nor on one taken while an earlier held-back Ready is unpersisted; on every
+    leader Ready after that, also when it has records to flush."""
+    core, storage, now, readys = _becoming_leader()
+    assert not any(ready.send_first for ready in readys)
+    elected = readys[-1]
+    assert elected.election_state.leader_id == 1 and elected.flush_offset is not None
+    _fetch(core, 2, 0, now, 50)  # answered while the leadership is not yet durable
+    held = core.take_ready()
+    assert held.messages and not held.send_first
+    storage.flush()
+    core.on_persisted(elected.number)
+    _fetch(core, 3, 0, now, 51)
+    assert not core.take_ready().send_first  # `held` itself is still unpersisted
+    core.on_persisted(held.number + 1)
+    last = core.propose([b"x"], now)
+    _fetch(core, 2, last, now, 52)
+    ready = core.take_ready()
+    assert ready.send_first and ready.flush_offset == last + 1 and ready.messages
+
+
+def test_a_leaders_unflushed_records_commit_only_once_both_followers_hold_them():
+    """The leader counts its own log only once flushed: records it sent before flushing
+    them are committed by the two followers' acknowledgements, not by one."""
+    core, storage, now = _leader_of_three()
+    last = core.propose([b"a"], now)
+    ready = core.take_ready()
+    assert ready.send_first and set(_fetch_answers(ready)) == {2, 3}  # not flushed
+    _fetch(core, 2, last + 1, now, 61)
+    assert core.high_watermark == last
+    _fetch(core, 3, last + 1, now, 62)
+    assert core.high_watermark == last + 1

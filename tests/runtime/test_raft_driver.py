@@ -494,3 +494,46 @@ def test_a_callback_that_closes_the_driver_on_commit_stops_the_drive(tmp_path):
             await asyncio.sleep(0.05)
             assert settled[0][1] is None and leader.failed is not None
     run(scenario())
+
+
+def test_a_leader_sends_its_fetch_answers_before_its_fsync_and_a_follower_after(tmp_path):
+    """The leader's answer carrying new records leaves before the leader's own fsync of
+    them, which runs in a later callback (so the followers append while it flushes); a
+    follower fsyncs before its next Fetch reports the records as held."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            settled = []  # first a commit in the epoch, so that its election state is durable
+            leader.append([b"warm-up"], lambda offset, error: settled.append(error))
+            await quorum.until(lambda: settled)
+            events = collections.defaultdict(list)
+            for i, driver in quorum.drivers.items():
+                def send(message, i=i, driver=driver, send=driver._send):
+                    events[i].append(("send", type(message.body).__name__,
+                                      _carries_records(message.body)))
+                    send(message)
+
+                def flush(i=i, flush=driver.storage.flush):
+                    events[i].append(("flush",))
+                    flush()
+                driver._send = send
+                driver.storage.flush = flush
+            done = []
+            leader.append([b"a"], lambda offset, error: done.append(error))
+            await quorum.until(lambda: done)
+            lead = events[leader.node_id]
+            answer = lead.index(("send", "FetchResponse", True))
+            assert ("flush",) in lead[answer + 1:]
+            for i in quorum.ids:
+                if i != leader.node_id:
+                    fetches = [n for n, e in enumerate(events[i]) if e[1:2] == ("FetchRequest",)]
+                    flushes = [n for n, e in enumerate(events[i]) if e == ("flush",)]
+                    assert flushes and any(n > flushes[0] for n in fetches)
+            assert done == [None]
+    run(scenario())
+
+
+def _carries_records(body):
+    if type(body).__name__ != "FetchResponse":
+        return False
+    return bool(rpc.fetch_response_partition(body).records)

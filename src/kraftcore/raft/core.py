@@ -97,6 +97,9 @@ class RaftCore:
         self._parked = {}
         self._ready_number = 0
         self._pending_flushes = []  # (ready number, flush offset), oldest first
+        # The number of the last Ready whose messages wait for its persistence, until the
+        # driver has persisted it; None when every Ready since has `send_first`.
+        self._held_back = None
         # What the log holds at startup may not all be on disk (a process crash keeps
         # unsynced writes): the first Ready flushes it before any message goes out.
         self._unflushed = True
@@ -1060,10 +1063,21 @@ class RaftCore:
         self._ready_number += 1
         if flush is not None or election is not None:
             self._pending_flushes.append((self._ready_number, flush))
-        return Ready(self._ready_number, election, flush, messages, hw, commits, load, change)
+        # A leader's messages do not rest on its own flush: it counts its log toward the
+        # high watermark only once flushed, and one that restarts never appends in its
+        # epoch again. They do rest on the election state that made it leader, and they
+        # do not overtake the messages of an earlier Ready still held back.
+        send_first = (state.name == "leader" and election is None
+                      and self._held_back is None)
+        if not send_first:
+            self._held_back = self._ready_number
+        return Ready(self._ready_number, election, flush, messages, hw, commits, load, change,
+                     send_first)
 
     def on_persisted(self, number):
         """The driver persisted Ready `number` (and every one before it)."""
+        if self._held_back is not None and self._held_back <= number:
+            self._held_back = None
         pending = self._pending_flushes
         flushed = None
         while pending and pending[0][0] <= number:

@@ -11,6 +11,13 @@ in the order they were taken, the driver must:
    what was persisted before them);
 4. call `on_persisted(ready.number)`.
 
+When `send_first` is set, the driver may instead send `messages` before 1 and 2 (they are
+a leader's, in an epoch whose election state is already durable: its Fetch answers do not
+rest on its own flush, because it counts its log toward the high watermark only once
+flushed and never appends in that epoch again after a restart). Every earlier Ready not
+yet persisted then has `send_first` too, so messages still leave in Ready order; step 4
+stays in order after the persistence.
+
 A crash between 1 and 4 loses that Ready's messages, which is safe: nothing was promised.
 `commits`, `load_snapshot` and `leader_change` are for the state machine; they may be
 applied at any time after the Ready is taken, in order (load the snapshot first).
@@ -70,10 +77,11 @@ class Ready:
     for the order in which a driver must act on it."""
 
     __slots__ = ("number", "election_state", "flush_offset", "messages", "high_watermark",
-                 "commits", "load_snapshot", "leader_change")
+                 "commits", "load_snapshot", "leader_change", "send_first")
 
     def __init__(self, number, election_state=None, flush_offset=None, messages=(),
-                 high_watermark=None, commits=(), load_snapshot=None, leader_change=None):
+                 high_watermark=None, commits=(), load_snapshot=None, leader_change=None,
+                 send_first=False):
         self.number = number
         # kraftcore.log.quorum_state.ElectionState to write before anything else, or None.
         self.election_state = election_state
@@ -90,6 +98,8 @@ class Ready:
         self.load_snapshot = load_snapshot
         # A LeaderAndEpoch when the known leader or epoch changed, else None.
         self.leader_change = leader_change
+        # True when `messages` may be sent before the persistence above (module docstring).
+        self.send_first = send_first
 
     @property
     def needs_persist(self):
@@ -104,6 +114,6 @@ class Ready:
         parts = [f"number={self.number}"]
         for name in self.__slots__[1:]:
             value = getattr(self, name)
-            if value is not None and value != ():
+            if value is not None and value != () and value is not False:
                 parts.append(f"{name}={value!r}")
         return f"Ready({', '.join(parts)})"

@@ -19,6 +19,11 @@ A drive takes every Ready the core has, in order:
 3. only then are their messages sent (requests through the peer pool, answers to the
    waiting `handle_request` calls) and `on_persisted` called for each, in order.
 
+A leader's Readys (`send_first`) go the other way round when they need a flush: their
+messages are sent first, and the fsync runs in a callback queued behind the ones that write
+those answers to the sockets, so the followers append and fsync the records while the
+leader does. No other drive runs in between: `on_persisted` stays in order.
+
 Appending as a library (`append(values)`): values appended in one event-loop turn go to
 the core together at the next drive (before each Ready it takes, so that what a commit's
 callbacks append goes out in the same drive, with the Fetch answers the core holds for
@@ -137,6 +142,7 @@ class RaftDriver(RaftSide):
         self._answers = {}  # local correlation id -> asyncio future of the response body
         self._next_cid = 0
         self._kick_scheduled = False
+        self._persist_scheduled = False  # a leader's fsync queued behind its sent messages
         self._timer = None
         self._timer_at = None
         # The `append` calls waiting for the next drive: their values, and for each call
@@ -300,8 +306,8 @@ class RaftDriver(RaftSide):
 
     def _drive(self):
         self._kick_scheduled = False
-        if self.failed is not None:
-            return
+        if self.failed is not None or self._persist_scheduled:
+            return  # a queued persistence drives again once it is done
         try:
             self._drive_once()
         except (KraftcoreError, OSError) as exc:
@@ -324,6 +330,8 @@ class RaftDriver(RaftSide):
                 if not self._pending:
                     break
                 self._complete_pending()
+                if self._persist_scheduled:
+                    return
                 continue
             self.readys += 1
             self.on_ready(ready)  # the state machine first: callbacks see the commits applied
@@ -338,8 +346,32 @@ class RaftDriver(RaftSide):
 
     def _complete_pending(self):
         """Persist what the pending Readys need (once for all), then send and acknowledge
-        each in order."""
+        each in order; or, for a leader's Readys that need a flush, send first and queue
+        the persistence (module docstring)."""
         pending, self._pending = self._pending, collections.deque()
+        if (all(ready.send_first for ready in pending)
+                and any(ready.flush_offset is not None for ready in pending)):
+            self._send_messages(pending)
+            self._persist_scheduled = True
+            asyncio.get_running_loop().call_soon(self._persist_sent, pending)
+            return
+        self._persist(pending)
+        self._send_messages(pending)
+        self._acknowledge(pending)
+
+    def _persist_sent(self, pending):
+        self._persist_scheduled = False
+        if self.failed is not None:
+            return  # closed or failed meanwhile: the log is not touched again
+        try:
+            self._persist(pending)
+            self._acknowledge(pending)
+        except (KraftcoreError, OSError) as exc:
+            self._fail(exc)
+            return
+        self.kick()
+
+    def _persist(self, pending):
         state = None
         flush = False
         for ready in pending:
@@ -351,10 +383,15 @@ class RaftDriver(RaftSide):
         if flush:
             self.storage.flush()
             self.fsyncs += 1
-        now = self.clock()
+
+    def _send_messages(self, pending):
         for ready in pending:
             for message in ready.messages:
                 self._send(message)
+
+    def _acknowledge(self, pending):
+        now = self.clock()
+        for ready in pending:
             self.core.on_persisted(ready.number)
         self.core.poll(now)
 

@@ -7,7 +7,8 @@ the state machine and the pending poll.
 Driving (kraftcore.raft.types): after every input (`handle`, `poll`, `propose`, `resign`,
 `on_persisted`, `create_snapshot`) the node calls `take_ready()` until the core has nothing
 more. A taken Ready goes at once to the state machine (snapshot to load, commits,
-leader change) and then into the persist queue. Readys complete strictly in the order they
+leader change) and then into the persist queue; a Ready marked `send_first` (a leader's)
+sends its messages at once, before its fsync. Readys complete strictly in the order they
 were taken: one that must persist something takes a simulated fsync latency once it reaches
 the head of the queue; then its election state becomes the persisted one, the storage is
 flushed (when the Ready has a flush offset), its messages go to the network and
@@ -15,7 +16,7 @@ flushed (when the Ready has a flush offset), its messages go to the network and
 reaches the head. The core is polled at the deadline `poll()` returned (one pending poll at
 a time; a later deadline replaces it).
 
-A crash drops the core, the queue (those messages are never sent) and the state machine,
+A crash drops the core, the queue (messages not sent yet never are) and the state machine,
 and loses the storage's unflushed writes. A restart builds a fresh core from the storage
 and the persisted election state, and a fresh state machine that the core rebuilds with a
 snapshot and commits.
@@ -200,6 +201,8 @@ class SimNode:
             sim.trace(f"{sim.scheduler.now_ms} ready {self.node_id} {ready.number} "
                       f"{ready.high_watermark} {len(ready.messages)} {len(ready.commits)}")
         self._apply(ready)
+        if ready.send_first:
+            self._send(ready)  # a leader's messages go before its fsync (Ready contract)
         self._pending.append(ready)
 
     def _apply(self, ready):
@@ -280,14 +283,19 @@ class SimNode:
         self._finish(head)
         self._drive()
 
-    def _finish(self, ready):
-        """The Ready's persistence is done: send its messages, tell the core."""
-        sim = self.sim
-        checker = sim.checker
-        network = sim.network
+    def _send(self, ready):
+        checker = self.sim.checker
+        network = self.sim.network
         for message in ready.messages:
             checker.on_send(self, message)
             network.send(message)
+
+    def _finish(self, ready):
+        """The Ready's persistence is done: send its messages (unless they went first),
+        tell the core."""
+        sim = self.sim
+        if not ready.send_first:
+            self._send(ready)
         try:
             self.core.on_persisted(ready.number)
         except RaftStateError as exc:
