@@ -501,12 +501,13 @@ def test_commit_throughput_pysyncobj(benchmark, tmp_path, config):
             return result
 
         benchmark.pedantic(one_round, rounds=THROUGHPUT_ROUNDS, warmup_rounds=1)
+        kept = node.request({"cmd": "latencies"})["latencies_s"]
     finally:
         for node in nodes:
             node.stop()
     errors = sum(r["errors"] for r in results)
     assert not errors, f"{errors} PySyncObj operations failed (a leader change?)"
-    lat = [x for r in results[1:] for x in r["latencies_s"]]
+    lat = [x for r in kept[1:] for x in r]  # without the warm-up round
     diverged = sum(n.warnings("state machine may have diverged") for n in nodes)
     _record_throughput(benchmark, config, OPS_PER_ROUND, WINDOW, lat,
                        pysyncobj_conf=PYSYNCOBJ_CONFIGS[config],
@@ -557,9 +558,11 @@ def _pysyncobj_node(me, partners, conf_json):
             slots.acquire()
             submit(i)
         finished.wait(WAIT_S)
-        return {"elapsed_s": time.perf_counter() - start, "latencies_s": latencies,
-                "errors": counts["errors"] + ops - counts["done"]}
+        elapsed_s = time.perf_counter() - start
+        kept.append(latencies)
+        return {"elapsed_s": elapsed_s, "errors": counts["errors"] + ops - counts["done"]}
 
+    kept = []  # each round's latencies, sent when asked, outside the timed rounds
     counter = Counter()
     reply({"ready": True})
     for line in sys.stdin:
@@ -569,6 +572,8 @@ def _pysyncobj_node(me, partners, conf_json):
                    "leader_known": counter._getLeader() is not None})
         elif command["cmd"] == "load":
             reply(load(command["ops"], command["window"]))
+        elif command["cmd"] == "latencies":
+            reply({"latencies_s": kept})
         else:
             break
     counter.destroy()
@@ -640,13 +645,14 @@ def test_commit_throughput_kraftcore_in_process(benchmark, tmp_path, row):
 
         benchmark.pedantic(one_round, rounds=THROUGHPUT_ROUNDS, warmup_rounds=1)
         stats = node.request({"cmd": "stats"})
+        kept = node.request({"cmd": "latencies"})["latencies_s"]
     finally:
         for node in nodes:
             node.stop()
     errors = sum(r["errors"] for r in results)
     assert not errors, f"{errors} kraftcore operations failed: " + \
         "; ".join(r["first_error"] for r in results if r["first_error"])
-    lat = [x for r in results[1:] for x in r["latencies_s"]]
+    lat = [x for r in kept[1:] for x in r]  # without the warm-up round
     _record_throughput(benchmark, row, OPS_PER_ROUND, WINDOW, lat, **stats)
 
 
@@ -733,9 +739,12 @@ def _kraftcore_node(config_path):
             await asyncio.wait_for(finished, WAIT_S)
         except asyncio.TimeoutError:
             pass
-        return {"elapsed_s": time.perf_counter() - start, "latencies_s": latencies,
-                "errors": counts["errors"] + ops - counts["done"],
+        elapsed_s = time.perf_counter() - start
+        kept.append(latencies)
+        return {"elapsed_s": elapsed_s, "errors": counts["errors"] + ops - counts["done"],
                 "first_error": counts["first_error"]}
+
+    kept = []  # each round's latencies, sent when asked, outside the timed rounds
 
     async def main():
         loop = asyncio.get_running_loop()
@@ -756,6 +765,8 @@ def _kraftcore_node(config_path):
                 reply({"active": node.controller.controller.active})
             elif command["cmd"] == "load":
                 reply(await load(command["kind"], command["ops"], command["window"]))
+            elif command["cmd"] == "latencies":
+                reply({"latencies_s": kept})
             elif command["cmd"] == "stats":
                 driver = node.driver
                 reply({"fsyncs": driver.fsyncs, "readys": driver.readys})
