@@ -537,3 +537,12 @@ def _carries_records(body):
     if type(body).__name__ != "FetchResponse":
         return False
     return bool(rpc.fetch_response_partition(body).records)
+
+
+def test_an_append_outside_the_event_loop_raises_and_changes_nothing():
+    driver = _batching_driver(1 << 20)
+    driver._kick_scheduled = False  # no drive scheduled: the append must schedule one
+    for callback in (None, lambda offset, error: None):
+        with pytest.raises(RuntimeError):
+            driver.append([b"a"], callback)
+    assert driver._appending == [] and driver._appending_waiters == []

@@ -24,7 +24,8 @@ messages are sent first, and the fsync runs in a callback queued behind the ones
 those answers to the sockets, so the followers append and fsync the records while the
 leader does. No other drive runs in between: `on_persisted` stays in order.
 
-Appending as a library (`append(values)`): values appended in one event-loop turn go to
+Appending as a library (`append(values)`, on the event loop's thread, which it checks only
+when it has no drive scheduled yet): values appended in one event-loop turn go to
 the core together at the next drive (before each Ready it takes, so that what a commit's
 callbacks append goes out in the same drive, with the Fetch answers the core holds for
 that commit), in batches of at most
@@ -204,21 +205,21 @@ class RaftDriver(RaftSide):
             raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
         if not values:
             raise ValueError("append() needs at least one value")
-        loop = asyncio.get_running_loop()  # outside the loop: RuntimeError, nothing changed
         if callback is None:
-            future = loop.create_future()
+            # outside the event loop: RuntimeError, nothing changed
+            future = asyncio.get_running_loop().create_future()
             callback = functools.partial(_settle_future, future)
         elif callable(callback):
             future = None
         else:
             raise TypeError(f"append() callback must be callable, not "
                             f"{type(callback).__name__}")
+        if not self._kick_scheduled:
+            self.kick()  # outside the event loop: RuntimeError, nothing changed
         appending = self._appending
         appending += values
         self._appending_ends.append(len(appending) - 1)
         self._appending_waiters.append(callback)
-        if not self._kick_scheduled:
-            self.kick()
         return future
 
     def _propose_appending(self):
@@ -279,7 +280,10 @@ class RaftDriver(RaftSide):
             popleft = uncommitted.popleft
             while uncommitted and uncommitted[0][0] <= committed:
                 offset, waiter = popleft()
-                _settle(waiter, offset, None)
+                try:  # _settle, inline: one call less for each of many small appends
+                    waiter(offset, None)
+                except Exception:
+                    log.exception("an append callback raised")
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
