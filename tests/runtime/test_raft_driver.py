@@ -546,3 +546,4 @@ def test_an_append_outside_the_event_loop_raises_and_changes_nothing():
         with pytest.raises(RuntimeError):
             driver.append([b"a"], callback)
     assert driver._appending == [] and driver._appending_waiters == []
+    assert not driver._kick_scheduled  # the next append, on the loop, schedules the drive

@@ -163,8 +163,8 @@ class RaftDriver(RaftSide):
         """Drive the core later in this event-loop turn (once, however often asked)."""
         if self._kick_scheduled or self.failed is not None:
             return
+        asyncio.get_running_loop().call_soon(self._drive)  # outside the loop: RuntimeError
         self._kick_scheduled = True
-        asyncio.get_running_loop().call_soon(self._drive)
 
     def handle_request(self, body):
         """Answer a Raft request from a peer (or DescribeQuorum from an admin client): an
