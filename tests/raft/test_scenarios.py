@@ -685,19 +685,9 @@ def _leader_of_three():
     """Node 1 of voters {1, 2, 3}, made leader by granting its (pre-)votes by hand, every
     Ready persisted at once; followers 2 and 3 have fetched the epoch's first batch and
     wait parked. Returns (core, storage, now)."""
-    storage = MemoryStorage()
-    core = RaftCore(1, {1, 2, 3}, storage, None, RaftConfig(), random.Random(0), 0)
-    now = 0
-    while core.role != "leader":
-        assert now < 50_000, "no leader"
-        now += 1000
-        core.poll(now)
-        for message in _drain(core, storage):
-            if type(message.body).__name__ == "VoteRequest":
-                part = rpc.vote_partition(message.body)
-                core.handle(RaftMessage(message.destination, 1, message.correlation_id,
-                                        rpc.vote_response(0, None, part.replica_epoch,
-                                                          True)), now)
+    core, storage, now, readys = _becoming_leader()
+    storage.flush()
+    core.on_persisted(readys[-1].number)
     for cid in (10, 20):  # the first fetches commit the LeaderChange batch; then they park
         for replica in (2, 3):
             _fetch(core, replica, core.log_end_offset, now, cid + replica)
