@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import os
 import random
+import types
 
 import pytest
 
@@ -413,6 +414,11 @@ def _batching_driver(batch_max_bytes):
     return driver
 
 
+def _waiting(driver):
+    """(offset, waiter) of each proposed call waiting for its commit, in offset order."""
+    return [pair for proposed in driver._uncommitted for pair in proposed.offsets()]
+
+
 def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrupts(
         monkeypatch):
     def scenario():  # append needs a running event loop
@@ -428,8 +434,9 @@ def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrup
         # fails (d1 was proposed, d3 never is) and batching goes on after d's last value
         assert driver.core.batches == [[b"a1", b"a2", b"b1"], [b"b2", b"b3", b"b4"],
                                        [b"c1", b"d1"], [b"e1"], [b"g1", b"g2"]]
-        assert [offset for offset, _ in driver._uncommitted] == [1, 5, 6, 8, 10]
-        for offset, waiter in driver._uncommitted:
+        waiting = _waiting(driver)
+        assert [offset for offset, _ in waiting] == [1, 5, 6, 8, 10]
+        for offset, waiter in waiting:
             waiter(offset, None)
         assert {name: o for name, (o, e) in settled.items() if e is None} == {
             "a": 1, "b": 5, "c": 6, "e": 8, "g": 10}
@@ -446,7 +453,7 @@ def test_proposing_keeps_batches_within_the_cores_batch_size():
             driver.append([b"v" * 10], lambda o, e: offsets.append(o))
         driver._propose_appending()
         assert [len(batch) for batch in driver.core.batches] == [3, 3, 3, 1]
-        for offset, waiter in driver._uncommitted:
+        for offset, waiter in _waiting(driver):
             waiter(offset, None)
         assert offsets == list(range(10))
     _in_loop(scenario)
@@ -547,3 +554,34 @@ def test_an_append_outside_the_event_loop_raises_and_changes_nothing():
             driver.append([b"a"], callback)
     assert driver._appending == [] and driver._appending_waiters == []
     assert not driver._kick_scheduled  # the next append, on the loop, schedules the drive
+
+
+def _committed_through(offset, leader_change=None):
+    """A Ready as `_settle_appends` reads it: the last committed offset, a leader change."""
+    commit = types.SimpleNamespace(last_offset=offset)
+    return types.SimpleNamespace(commits=[commit] if offset is not None else [],
+                                 leader_change=leader_change)
+
+
+def test_committed_appends_settle_in_offset_order_up_to_the_commit_and_no_further():
+    def scenario():  # append needs a running event loop
+        driver = _batching_driver(1 << 20)
+        settled = []
+        for name, values in (("a", [b"1", b"2"]), ("b", [b"3"]), ("c", [b"4", b"5", b"6"])):
+            driver.append(values, lambda o, e, name=name: settled.append((name, o, e)))
+        driver._propose_appending()  # offsets 0-5 in one batch
+        driver.append([b"7"], lambda o, e: settled.append(("d", o, e)))
+        driver._propose_appending()  # offset 6, a second batch
+        driver._settle_appends(_committed_through(None))
+        assert settled == []
+        driver._settle_appends(_committed_through(2))  # inside the first batch
+        assert settled == [("a", 1, None), ("b", 2, None)]
+        driver._settle_appends(_committed_through(4))  # c ends at 5: it still waits
+        assert len(settled) == 2 and [o for o, _ in _waiting(driver)] == [5, 6]
+        leader_change = types.SimpleNamespace(leader_id=2, epoch=3)
+        driver._settle_appends(_committed_through(5, leader_change))
+        assert settled[2] == ("c", 5, None)
+        name, offset, error = settled[3]  # d was not committed when the leader changed
+        assert (name, offset, type(error)) == ("d", None, NotLeaderError)
+        assert error.leader_id == 2 and not driver._uncommitted
+    _in_loop(scenario)

@@ -127,6 +127,27 @@ def _settle(waiter, offset, error):
         log.exception("an append callback raised")
 
 
+class _Proposed:
+    """The `append` calls of one proposed batch, waiting for its commit: call k ends at
+    offset `ends[k] + shift` and is settled by `waiters[k]`; the first `settled` are."""
+
+    __slots__ = ("shift", "ends", "waiters", "settled")
+
+    def __init__(self, shift, ends, waiters):
+        self.shift = shift
+        self.ends = ends
+        self.waiters = waiters
+        self.settled = 0
+
+    def unsettled(self):
+        return self.waiters[self.settled:]
+
+    def offsets(self):
+        """(offset, waiter) of each call not settled yet."""
+        return [(end + self.shift, waiter) for end, waiter in
+                zip(self.ends[self.settled:], self.waiters[self.settled:])]
+
+
 class RaftDriver(RaftSide):
     def __init__(self, node_id, voters, storage, state_dir, config, pool, *, rng=None,
                  clock=wall_clock_ms, on_ready=None, on_fatal=None):
@@ -151,7 +172,7 @@ class RaftDriver(RaftSide):
         self._appending = []
         self._appending_ends = []
         self._appending_waiters = []
-        self._uncommitted = collections.deque()  # [(last offset, waiter)] in offset order
+        self._uncommitted = collections.deque()  # _Proposed batches, in offset order
         self._appends_error = None  # what the waiters failed with when the driver stopped
         self.failed = None
         self.fsyncs = 0
@@ -233,20 +254,27 @@ class RaftDriver(RaftSide):
         budget = min(APPEND_BATCH_BYTES_MAX,
                      self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
         count = len(values)
-        # framed[i]: the bytes values[:i] take at most once framed (RECORD_OVERHEAD_BYTES_MAX
-        # each), for finding each batch's end by bisection
-        framed = list(map(operator.add, itertools.accumulate(map(len, values), initial=0),
-                          range(0, (count + 1) * RECORD_OVERHEAD_BYTES_MAX,
-                                RECORD_OVERHEAD_BYTES_MAX)))
+        framed = None  # None: everything fits one batch (the usual case)
+        if (count > APPEND_BATCH_RECORDS_MAX
+                or sum(map(len, values)) + count * RECORD_OVERHEAD_BYTES_MAX > budget):
+            # framed[i]: the bytes values[:i] take at most once framed
+            # (RECORD_OVERHEAD_BYTES_MAX each), for finding each batch's end by bisection
+            framed = list(map(operator.add, itertools.accumulate(map(len, values), initial=0),
+                              range(0, (count + 1) * RECORD_OVERHEAD_BYTES_MAX,
+                                    RECORD_OVERHEAD_BYTES_MAX)))
         start = call = 0  # the first value of the next batch; the first call not settled
         try:
             while start < count:
-                end = min(bisect.bisect_right(framed, framed[start] + budget, start + 1) - 1,
-                          start + APPEND_BATCH_RECORDS_MAX, count)
-                end = max(end, start + 1)  # a value alone over the budget: the core decides
-                stop = bisect.bisect_left(ends, end, call)  # calls[call:stop] end in it
+                if framed is None:
+                    end, stop = count, len(ends)
+                else:
+                    end = min(bisect.bisect_right(framed, framed[start] + budget, start + 1)
+                              - 1, start + APPEND_BATCH_RECORDS_MAX, count)
+                    end = max(end, start + 1)  # a value alone over the budget: the core decides
+                    stop = bisect.bisect_left(ends, end, call)  # calls[call:stop] end in it
                 try:
-                    last = self.core.propose(values[start:end], self.clock())
+                    last = self.core.propose(values if framed is None else values[start:end],
+                                             self.clock())
                 except (NotLeaderError, InvalidAppendError) as error:
                     while call < stop:
                         call += 1
@@ -262,9 +290,11 @@ class RaftDriver(RaftSide):
                             _settle(waiter, None, self._appends_error)
                         return
                 else:
-                    shift = last - (end - 1)  # value i has offset i + shift
-                    self._uncommitted.extend(zip(map(shift.__add__, ends[call:stop]),
-                                                 waiters[call:stop]))
+                    if call or stop < len(ends):
+                        self._uncommitted.append(
+                            _Proposed(last - (end - 1), ends[call:stop], waiters[call:stop]))
+                    else:
+                        self._uncommitted.append(_Proposed(last - (end - 1), ends, waiters))
                     call = stop
                 start = end
         except BaseException as exc:
@@ -277,18 +307,30 @@ class RaftDriver(RaftSide):
         uncommitted = self._uncommitted
         if ready.commits:
             committed = ready.commits[-1].last_offset
-            popleft = uncommitted.popleft
-            while uncommitted and uncommitted[0][0] <= committed:
-                offset, waiter = popleft()
-                try:  # _settle, inline: one call less for each of many small appends
-                    waiter(offset, None)
-                except Exception:
-                    log.exception("an append callback raised")
+            while uncommitted:
+                proposed = uncommitted[0]
+                shift, ends, waiters, pos = (proposed.shift, proposed.ends, proposed.waiters,
+                                             proposed.settled)
+                if ends[-1] + shift <= committed:
+                    uncommitted.popleft()  # before its callbacks, which may close the driver
+                    stop = len(ends)
+                else:  # the commit ends inside this batch: settle the calls it covers
+                    stop = proposed.settled = bisect.bisect_right(ends, committed - shift, pos)
+                    if stop == pos:
+                        break
+                if pos or stop < len(ends):
+                    ends, waiters = ends[pos:stop], waiters[pos:stop]
+                for end, waiter in zip(ends, waiters):
+                    try:  # _settle, inline: one call less for each of many small appends
+                        waiter(end + shift, None)
+                    except Exception:
+                        log.exception("an append callback raised")
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
             while uncommitted:
-                _settle(uncommitted.popleft()[1], None, error)
+                for waiter in uncommitted.popleft().unsettled():
+                    _settle(waiter, None, error)
 
     def resign(self):
         self.core.resign(self.clock())
@@ -447,7 +489,8 @@ class RaftDriver(RaftSide):
 
     def _fail_appends(self, exc):
         self._appends_error = exc
-        waiters = self._appending_waiters + [w for _, w in self._uncommitted]
+        waiters = self._appending_waiters + [
+            waiter for proposed in self._uncommitted for waiter in proposed.unsettled()]
         self._appending, self._appending_ends, self._appending_waiters = [], [], []
         self._uncommitted.clear()
         for waiter in waiters:
