@@ -128,6 +128,15 @@ def test_truncated_tail_prints_what_it_read_and_exits_1(segment, tmp_path):
     assert "cut short" in out
 
 
+def test_zeros_after_the_last_batch_end_the_dump_quietly(segment, tmp_path):
+    """An active segment of a running node (or one killed) has zeros after its data when
+    its log preallocates or prefills: they are not a batch, and not damage."""
+    zeroed = tmp_path / "00000000000000000000.log"
+    zeroed.write_bytes(segment.read_bytes() + bytes(4096))
+    status, out, _ = _run(str(zeroed), "--metadata-decoder")
+    assert status == 0 and out.count("baseOffset:") == 3 and "Corruption" not in out
+
+
 def test_bit_flip_names_the_batch(segment, tmp_path):
     data = bytearray(segment.read_bytes())
     second = len(_leader_change(0))

@@ -177,6 +177,8 @@ def test_config_is_checked(tmp_path):
         Log.open(tmp_path / "a", segment_bytes=2**31)
     with pytest.raises(ConfigError, match="must be int"):
         Log.open(tmp_path / "a", segment_bytes="1024")
+    with pytest.raises(ConfigError, match="prefill_bytes must be >= 0"):
+        Log.open(tmp_path / "a", prefill_bytes=-1)
 
 
 def test_a_directory_is_opened_once(open_log, tmp_path):

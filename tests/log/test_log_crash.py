@@ -55,10 +55,11 @@ CHILD_CODE = CONTENT_SOURCE + r'''
 import sys, time
 from kraftcore.log import Log
 
-path, fsync, epoch, preallocate = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+path, fsync, epoch, space = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 segment_bytes = int(sys.argv[5])
-log = Log.open(path, fsync=fsync, segment_bytes=segment_bytes, preallocate=preallocate,
-               fsync_interval_ms=5)
+log = Log.open(path, fsync=fsync, segment_bytes=segment_bytes,
+               preallocate=space == "preallocate",
+               prefill_bytes=4096 if space == "prefill" else 0, fsync_interval_ms=5)
 out = sys.stdout
 out.write("open %d %d\n" % (log.log_start_offset, log.log_end_offset))
 out.flush()
@@ -80,10 +81,10 @@ sys.exit(3)  # never killed: the parent is gone or stuck
 class Child:
     """One appending child: collects its stdout lines in a thread until it dies."""
 
-    def __init__(self, path, fsync, epoch, preallocate):
+    def __init__(self, path, fsync, epoch, space):
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD_CODE, str(path), fsync, str(epoch),
-             "1" if preallocate else "0", str(SEGMENT_BYTES), str(CHILD_RUN_SECONDS)],
+            [sys.executable, "-c", CHILD_CODE, str(path), fsync, str(epoch), space,
+             str(SEGMENT_BYTES), str(CHILD_RUN_SECONDS)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines = []
         self.changed = threading.Condition()
@@ -144,9 +145,9 @@ class Child:
             stream.close()
 
 
-def run_round(path, fsync, epoch, preallocate, rng):
+def run_round(path, fsync, epoch, space, rng):
     """Start a child, let it append for a random while, SIGKILL it."""
-    child = Child(path, fsync, epoch, preallocate)
+    child = Child(path, fsync, epoch, space)
     try:
         if not child.wait_for(lambda lines: lines, START_TIMEOUT):
             pytest.fail(f"the child did not open the log: {child.stderr()}")
@@ -234,14 +235,14 @@ def check_log(path, round_epochs):
     return leo, ends
 
 
-def crash_rounds(tmp_path, fsync, preallocate, rounds, seed, complete):
+def crash_rounds(tmp_path, fsync, space, rounds, seed, complete):
     rng = random.Random(seed)
     path = tmp_path / "crash-0"
     acked, unacked_allowed = {}, 0
     previous_leo = 0
     for number in range(rounds):
         epoch = number * 2  # a new leader epoch every round
-        opened_at, acks = run_round(path, fsync, epoch, preallocate, rng)
+        opened_at, acks = run_round(path, fsync, epoch, space, rng)
         # the child recovered the same crashed directory the parent checked last round
         assert opened_at == previous_leo, f"round {number}"
         expected_base = opened_at
@@ -265,16 +266,19 @@ def crash_rounds(tmp_path, fsync, preallocate, rounds, seed, complete):
     return previous_leo
 
 
-@pytest.mark.parametrize("preallocate", [False, True], ids=["plain", "preallocate"])
-def test_sigkill_loses_no_acknowledged_append(tmp_path, preallocate):
-    leo = crash_rounds(tmp_path, "always", preallocate, rounds=8, seed=20240611 + preallocate,
-                       complete=True)
+SPACE_MODES = ["plain", "preallocate", "prefill"]  # how the log sets up its segment files
+
+
+@pytest.mark.parametrize("space", SPACE_MODES)
+def test_sigkill_loses_no_acknowledged_append(tmp_path, space):
+    leo = crash_rounds(tmp_path, "always", space, rounds=8,
+                       seed=20240611 + SPACE_MODES.index(space), complete=True)
     assert leo > 0
 
 
 @pytest.mark.parametrize("fsync", ["never", "interval"])
 def test_sigkill_without_fsync_leaves_a_consistent_log(tmp_path, fsync):
-    crash_rounds(tmp_path, fsync, False, rounds=5, seed=777, complete=False)
+    crash_rounds(tmp_path, fsync, "plain", rounds=5, seed=777, complete=False)
 
 
 def test_content_scheme_is_offset_derived():

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from kraftcore import codec
 from kraftcore.log import Log
 from tests.log.test_log import read_all, values
 
@@ -119,3 +120,65 @@ def test_preallocated_segments_recover_to_their_data(tmp_path):
         assert read_all(again) == contents and again.log_end_offset == 5
         assert again.append(values(1)) == 5
     assert os.path.getsize(active) < 1 << 20  # trimmed to its data on close
+
+
+def _file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_prefilled_segments_keep_zeros_ahead_of_their_data_and_recover_to_it(tmp_path):
+    path = tmp_path / "z-0"
+    settings = dict(prefill_bytes=4096, segment_bytes=30_000)
+    log = Log.open(path, **settings)
+    active = path / "00000000000000000000.log"
+    log.append(values(5))  # the leader's path (stamp and write)
+    first = log.size_bytes
+    assert os.path.getsize(active) == first + 4096
+    log.append_as_follower(codec.encode_batch(values(3, tag="f"), base_offset=5,
+                                              leader_epoch=1))  # the general path
+    assert os.path.getsize(active) == first + 4096  # inside the zeros: the file keeps its size
+    for _ in range(8):
+        log.append(values(10))  # past the zeros, then up to segment_bytes at most
+        data = _file_bytes(active)
+        assert len(data) >= log.size_bytes and not any(data[log.size_bytes:])
+        assert len(data) <= 30_000 or log.segment_base_offsets != [0]
+    contents = read_all(log)
+    log._release()  # a crash: the active segment still has its zeros
+    with Log.open(path, **settings) as again:
+        assert read_all(again) == contents
+        # expected zeros are not a torn write
+        assert again.recovery.truncated_bytes == 0 and again.recovery.first_invalid is None
+        assert again.recovery.scanned_segments >= 1
+        again.append(values(1))
+        contents = read_all(again)
+    for name in os.listdir(path):  # every segment is trimmed to its data on close
+        if name.endswith(".log"):
+            data = _file_bytes(path / name)
+            pos = 0
+            while pos < len(data):  # batch after batch, no zeros after the last
+                length = int.from_bytes(data[pos + 8:pos + 12], "big")
+                assert length > 0
+                pos += 12 + length
+            assert pos == len(data)
+    with Log.open(path) as plain:  # read back without prefilling too
+        assert read_all(plain) == contents
+
+
+def test_a_torn_write_over_prefilled_zeros_is_still_reported(tmp_path):
+    path = tmp_path / "t-0"
+    log = Log.open(path, prefill_bytes=4096)
+    log.append(values(3))
+    log.append(values(2))
+    good = _file_bytes(path / "00000000000000000000.log")
+    contents = read_all(log)
+    log._release()
+    start = _last_batch_start(good[:log.size_bytes])
+    torn = bytearray(good)
+    torn[start + 30:log.size_bytes] = bytes(log.size_bytes - start - 30)  # the rest unwritten
+    with open(path / "00000000000000000000.log", "wb") as f:
+        f.write(torn)
+    with Log.open(path, prefill_bytes=4096) as again:
+        assert read_all(again) == contents[:3]
+        assert again.recovery.truncated_bytes == len(good) - start
+        assert again.recovery.first_invalid is not None

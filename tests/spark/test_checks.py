@@ -19,7 +19,7 @@ from kraftcore.protocol.uuid import Uuid
 from kraftcore.spark import checks as C
 from kraftcore.spark.inputs import InputError, discover_nodes
 from kraftcore.spark.local import verify_in_process
-from kraftcore.spark.replay import replay_node
+from kraftcore.spark.replay import LogProblem, iter_log_batches, replay_node
 from kraftcore.spark.sample import build_history, snapshot_images
 
 from tests.spark.util import (change_rack, copy_cluster, damage_all, drop_footer, flip_byte,
@@ -351,6 +351,23 @@ def test_replay_names_a_snapshot_inside_a_batch_and_a_corrupt_log(tmp_path, hist
     [v] = result.violations
     assert v.check == "log-replay" and v.other_file == segment
     assert "fails its CRC-32C check" in v.message and v.position is not None
+
+
+def test_the_log_ends_at_the_zeros_a_running_node_wrote_ahead_of_its_data(tmp_path, history):
+    """A node killed while running leaves its active segment with zeros after the data
+    (prefilled space): the log ends there, as the node's recovery decides; zeros in an
+    older segment are still damage."""
+    log_dir, _ = _node(tmp_path, history, history.cuts[:1])
+    segment = os.path.join(log_dir, "00000000000000000000.log")
+    with open(segment, "ab") as f:
+        f.write(bytes(256 * 1024))
+    batches = list(iter_log_batches(log_dir))
+    assert [b.data for b in batches] == [b.data for b in history.batches]
+    with open(os.path.join(log_dir, f"{batches[-1].last_offset + 1:020d}.log"), "wb"):
+        pass  # a next segment: the zeros are no longer at the end of the log
+    with pytest.raises(LogProblem, match="declares 0 bytes") as raised:
+        list(iter_log_batches(log_dir))
+    assert raised.value.segment == segment
 
 
 def test_replay_counts_snapshots_past_the_log_as_not_covered(tmp_path, history):

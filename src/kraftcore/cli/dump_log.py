@@ -162,6 +162,8 @@ def _read_batches(fd, size, p, metadata_decoder):
             raise _Damage(f"Found {size - pos} invalid bytes at the end (a truncated batch "
                           "header)", pos)
         head = os.pread(fd, LOG_OVERHEAD, pos)
+        if not any(head):
+            return  # an all-zero header: preallocated or prefilled space, not data
         _, batch_length = struct.unpack(">qi", head)
         if batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD:
             raise _Damage(f"batch length {batch_length} is below the minimum "

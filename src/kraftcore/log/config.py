@@ -26,6 +26,7 @@ class LogConfig:
     fsync: str = "always"  # "always" | "interval" | "never"
     fsync_interval_ms: int = 1000  # with fsync="interval" (flush.ms)
     preallocate: bool = False  # reserve segment_bytes on disk when a segment is created
+    prefill_bytes: int = 0  # zeros written ahead of the active segment's data (0: none)
     retention_bytes: int = -1  # retention.bytes; -1 keeps everything
     retention_ms: int = -1  # retention.ms; -1 keeps everything
     checkpoint_interval_ms: int = 60_000  # recovery point / high watermark checkpoints
@@ -57,6 +58,8 @@ class LogConfig:
              "max_append_bytes must be at least max_batch_bytes")
         need(self.fsync_interval_ms > 0,
              f"fsync_interval_ms must be positive, got {self.fsync_interval_ms}")
+        need(self.prefill_bytes >= 0,
+             f"prefill_bytes must be >= 0, got {self.prefill_bytes}")
         need(self.retention_bytes >= -1, "retention_bytes must be -1 or >= 0")
         need(self.retention_ms >= -1, "retention_ms must be -1 or >= 0")
         need(self.checkpoint_interval_ms >= 0, "checkpoint_interval_ms must be >= 0")

@@ -257,12 +257,17 @@ class Log:
                 # The scan refuses epochs below the one in force before this segment. When
                 # only the indexes are rebuilt (below the recovery point) the cache already
                 # holds the later epochs: they must not count, or the segment is cut.
-                result = segment.recover(self._epochs.epoch_for_offset(base - 1) if base else -1)
+                result, zero_tail = segment.recover(
+                    self._epochs.epoch_for_offset(base - 1) if base else -1)
                 for epoch, offset in result.epochs:
                     self._epochs.assign(epoch, offset)
                 report.scanned_segments += 1
                 report.scanned_bytes += result.valid_bytes
-                if result.error is not None:
+                # zeros after the data of the active segment of a log that writes them
+                # there (preallocated or prefilled space) are not a torn write
+                expected_zeros = zero_tail and next_base is None and (
+                    self.config.preallocate or self.config.prefill_bytes)
+                if result.error is not None and not expected_zeros:
                     report.truncated_bytes += file_bytes - result.valid_bytes
                     report.first_invalid = f"{segment.path(LOG_SUFFIX)}: {result.error}"
                     cut = True

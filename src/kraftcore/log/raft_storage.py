@@ -36,9 +36,12 @@ from kraftcore.raft.storage import BATCH_HEADER, RaftStorage, check_leader_appen
 from kraftcore.raft.types import CommittedBatch, SnapshotId
 
 # The metadata log's settings that differ from a `Log`'s defaults: the Raft driver decides
-# when to fsync (Ready.flush_offset), and a batch may be as large as KafkaRaftClient's
-# MAX_BATCH_SIZE_BYTES, which is also the metadata log's max.message.bytes (§4.3).
-METADATA_LOG_SETTINGS = {"fsync": "never", "max_batch_bytes": 8 * 1024 * 1024}
+# when to fsync (Ready.flush_offset), a batch may be as large as KafkaRaftClient's
+# MAX_BATCH_SIZE_BYTES, which is also the metadata log's max.message.bytes (§4.3), and
+# zeros are written 256 KiB ahead of the data, so that the driver's fsync after each group
+# of appends flushes data blocks only (`prefill_bytes`, kraftcore.log.segment).
+METADATA_LOG_SETTINGS = {"fsync": "never", "max_batch_bytes": 8 * 1024 * 1024,
+                         "prefill_bytes": 256 * 1024}
 # Kafka's defaults for metadata.max.retention.bytes and metadata.max.retention.ms (§4.3).
 RETENTION_BYTES_DEFAULT = 100 * 1024 * 1024
 RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000

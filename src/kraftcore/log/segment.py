@@ -2,8 +2,8 @@
 
 A segment owns its three file descriptors and an in-memory copy of both indexes (the files
 are written as entries are added, and trimmed when the segment is truncated). It knows how
-many bytes of whole batches its `.log` holds (`size`; a preallocated file is longer), the
-offset after its last batch, and its max timestamp.
+many bytes of whole batches its `.log` holds (`size`; a preallocated or prefilled file is
+longer, its tail zeros), the offset after its last batch, and its max timestamp.
 
 Invariants: `size` is the end of the last whole batch that was written successfully (a
 leader's `stamp_append` moves it just before its write, and `write_stamped` puts it back if
@@ -133,8 +133,10 @@ class Segment(codec.SegmentState):
 
     def recover(self, latest_epoch):
         """Rebuild the indexes by scanning the whole `.log` (kafka-facts §3.7) and cut the
-        file after the last valid batch. Returns the scan result: `.error` says why the scan
-        stopped early (a torn or corrupt tail), `.epochs` the leader epochs it started."""
+        file after the last valid batch. Returns the scan result (`.error` says why the scan
+        stopped early: a torn or corrupt tail; `.epochs` the leader epochs it started) and
+        whether all the bytes after the valid ones are zeros (space preallocated or
+        prefilled before a crash, not a torn write)."""
         self.offset_index = bytearray()
         self.time_index = bytearray()
         self.bytes_since_index = 0
@@ -149,13 +151,14 @@ class Segment(codec.SegmentState):
             stop_on_error=True)
         self._take(result)
         self.size = result.valid_bytes
+        zero_tail = data.count(0, self.size) == len(data) - self.size
         self.next_offset = result.next_offset if result.batches else self.base_offset
         if self.file_bytes > self.size:
             fileio.truncate(self.log_fd, self.size)
             self.file_bytes = self.size
         self._add_final_time_entry()
         self._rewrite_indexes()
-        return result
+        return result, zero_tail
 
     def load(self):
         """Trust a segment that was closed cleanly: check its indexes (an error string when
@@ -210,9 +213,13 @@ class Segment(codec.SegmentState):
         segment is put back as it was and the error is raised; if even that fails, the
         OSError carries `rollback_failed`."""
         position = self.size
+        end = position + result.valid_bytes
+        zeros = self._zeros_after(end)
+        if zeros:
+            data = [*data, zeros] if isinstance(data, (list, tuple)) else [data, zeros]
         self._write_at(data, position)
-        self.size = position + result.valid_bytes
-        self.file_bytes = max(self.file_bytes, self.size)
+        self.size = end
+        self.file_bytes = max(self.file_bytes, end + len(zeros))
         self.next_offset = result.next_offset
         self._take(result)
 
@@ -220,14 +227,31 @@ class Segment(codec.SegmentState):
         """Write the batch the last `stamp_append` took: its stamped `header`, then the rest
         of `data`. If the write fails the state goes back to before the `stamp_append`, and
         after an OSError the file is cut back as `append` does."""
-        position = self.size - len(data)
+        end = self.size
+        position = end - len(data)
+        pieces = [header, memoryview(data)[len(header):]]
+        zeros = self._zeros_after(end)
+        if zeros:
+            pieces.append(zeros)
         try:
-            fileio.pwrite_all(self.log_fd, [header, memoryview(data)[len(header):]], position)
+            fileio.pwrite_all(self.log_fd, pieces, position)
         except BaseException as exc:
             self.undo_append()
             if isinstance(exc, OSError):
                 self._cut_after(exc, position)
             raise
+        if zeros:
+            self.file_bytes = end + len(zeros)
+
+    def _zeros_after(self, end):
+        """With `prefill_bytes`: the zeros to write after data ending at `end` when that
+        data reaches the end of the file (b"" otherwise), up to the segment size. Appends
+        then overwrite blocks the file already has, and the fsync after them flushes only
+        data, not the file's new size and blocks (on ext4 it takes about half as long)."""
+        step = self.config.prefill_bytes
+        if not step or end < self.file_bytes:
+            return b""
+        return bytes(max(0, min(step, self.config.segment_bytes - end)))
 
     def _write_at(self, data, position):
         try:

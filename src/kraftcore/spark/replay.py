@@ -16,7 +16,8 @@ from the node's first snapshot that ends inside the log; that snapshot and the o
 it are counted as "not covered by the log", as are snapshots past the log's end.
 
 A torn batch at the end of the last segment (a crash during an append) ends the log there,
-as Kafka's recovery would. Anything else wrong with the log (a bad CRC, a gap in the
+as Kafka's recovery would, and so does an all-zero batch header there (space a running
+node preallocated or prefilled past its data). Anything else wrong with the log (a bad CRC, a gap in the
 offsets, a record that does not replay) is a `log-replay` violation naming the segment
 and the byte, and the snapshots after it are not verified.
 """
@@ -125,6 +126,8 @@ def _segment_batches(view, segment, last_segment, expected):
             view, pos) if left >= _HEADER.size else (*struct.unpack_from(">qi", view, pos),
                                                      0, 0, 0, 0, 0)
         size = 12 + length
+        if last_segment and base == 0 and length == 0:
+            return  # an all-zero header: space preallocated or prefilled, not data
         if length < _BATCH_LENGTH_MIN or size > left:
             if last_segment and length >= _BATCH_LENGTH_MIN:
                 return  # a torn append
