@@ -416,7 +416,8 @@ def _batching_driver(batch_max_bytes):
 
 def _waiting(driver):
     """(offset, waiter) of each proposed call waiting for its commit, in offset order."""
-    return [pair for proposed in driver._uncommitted for pair in proposed.offsets()]
+    return [(end + proposed.shift, waiter) for proposed in driver._uncommitted
+            for end, waiter in zip(proposed.ends[proposed.settled:], proposed.unsettled())]
 
 
 def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrupts(

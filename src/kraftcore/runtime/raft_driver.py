@@ -142,11 +142,6 @@ class _Proposed:
     def unsettled(self):
         return self.waiters[self.settled:]
 
-    def offsets(self):
-        """(offset, waiter) of each call not settled yet."""
-        return [(end + self.shift, waiter) for end, waiter in
-                zip(self.ends[self.settled:], self.waiters[self.settled:])]
-
 
 class RaftDriver(RaftSide):
     def __init__(self, node_id, voters, storage, state_dir, config, pool, *, rng=None,
@@ -290,11 +285,8 @@ class RaftDriver(RaftSide):
                             _settle(waiter, None, self._appends_error)
                         return
                 else:
-                    if call or stop < len(ends):
-                        self._uncommitted.append(
-                            _Proposed(last - (end - 1), ends[call:stop], waiters[call:stop]))
-                    else:
-                        self._uncommitted.append(_Proposed(last - (end - 1), ends, waiters))
+                    self._uncommitted.append(
+                        _Proposed(last - (end - 1), ends[call:stop], waiters[call:stop]))
                     call = stop
                 start = end
         except BaseException as exc:
@@ -318,9 +310,7 @@ class RaftDriver(RaftSide):
                     stop = proposed.settled = bisect.bisect_right(ends, committed - shift, pos)
                     if stop == pos:
                         break
-                if pos or stop < len(ends):
-                    ends, waiters = ends[pos:stop], waiters[pos:stop]
-                for end, waiter in zip(ends, waiters):
+                for end, waiter in zip(ends[pos:stop], waiters[pos:stop]):
                     try:  # _settle, inline: one call less for each of many small appends
                         waiter(end + shift, None)
                     except Exception:

@@ -17,9 +17,9 @@ it are counted as "not covered by the log", as are snapshots past the log's end.
 
 A torn batch at the end of the last segment (a crash during an append) ends the log there,
 as Kafka's recovery would, and so does an all-zero batch header there (space a running
-node preallocated or prefilled past its data). Anything else wrong with the log (a bad CRC, a gap in the
-offsets, a record that does not replay) is a `log-replay` violation naming the segment
-and the byte, and the snapshots after it are not verified.
+node preallocated or prefilled past its data). Anything else wrong with the log (a bad
+CRC, a gap in the offsets, a record that does not replay) is a `log-replay` violation
+naming the segment and the byte, and the snapshots after it are not verified.
 """
 
 import itertools
