@@ -685,41 +685,48 @@ def _kraftcore_node(config_path):
         slots = asyncio.Semaphore(window)
         finished = asyncio.get_running_loop().create_future()
         latencies = [0.0] * ops
-        counts = {"done": 0, "errors": 0, "first_error": None}
+        done = errors = 0
+        first_error = None
+        clock = time.perf_counter
 
         def submit(i):
             # controller: a write through the event queue, its future done on commit
             start = time.perf_counter()
 
             def on_commit(future):
-                latencies[i] = time.perf_counter() - start
+                nonlocal done, errors, first_error
+                latencies[i] = clock() - start
                 error = future.exception()
                 if error is None:
                     error = next((f"{code}: {message}" for code, message in future.result()
                                   if code), None)
                 if error is not None:
-                    counts["errors"] += 1
-                    counts["first_error"] = counts["first_error"] or str(error)
-                counts["done"] += 1
+                    errors += 1
+                    first_error = first_error or str(error)
+                done += 1
                 slots.release()
-                if counts["done"] == ops and not finished.done():
+                if done == ops and not finished.done():
                     finished.set_result(None)
 
             future = node.submit("incremental_alter_configs", [(
                 CONFIG_BROKER, "", [("min.insync.replicas", "set", str(1 + i % 3))])])
             future.add_done_callback(on_commit)
 
+        refill_below = ops - window
+
         def append_next(offset, error):
             # raft: appends settle in the order they were made, so the i-th callback is
-            # operation i's; it appends operation i + window (no semaphore needed)
-            now = time.perf_counter()
-            i = counts["done"]
+            # operation i's; it appends operation i + window (no semaphore needed). Kept
+            # lean: it runs once per operation on the leader's critical path
+            nonlocal done, errors, first_error
+            now = clock()
+            i = done
             latencies[i] = now - starts[i]
             if error is not None:
-                counts["errors"] += 1
-                counts["first_error"] = counts["first_error"] or str(error)
-            counts["done"] = i + 1
-            if i + window < ops:
+                errors += 1
+                first_error = first_error or str(error)
+            done = i + 1
+            if i < refill_below:
                 starts[i + window] = now
                 append([noop], append_next)
             elif i + 1 == ops and not finished.done():
@@ -742,8 +749,8 @@ def _kraftcore_node(config_path):
             pass
         elapsed_s = time.perf_counter() - start
         kept.append(latencies)
-        return {"elapsed_s": elapsed_s, "errors": counts["errors"] + ops - counts["done"],
-                "first_error": counts["first_error"]}
+        return {"elapsed_s": elapsed_s, "errors": errors + ops - done,
+                "first_error": first_error}
 
     kept = []  # each round's latencies, sent when asked, outside the timed rounds
 
