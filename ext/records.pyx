@@ -16,7 +16,7 @@ from cpython.sequence cimport PySequence_Fast_GET_SIZE, PySequence_Fast_GET_ITEM
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int16_t, int32_t, int64_t, INT64_MAX, INT64_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from cpython.pycapsule cimport PyCapsule_New
 
@@ -123,6 +123,28 @@ cdef class RecordBatch:
     @property
     def has_delete_horizon(self):
         return bool(self.attributes & 0x40)
+
+    def same_value(self):
+        """The value every record of the batch carries, when they all carry the same
+        non-null one; None when the batch has no records, their values differ or are null.
+        (Keys and headers are not compared.) Compares the bytes in place: no value object
+        is made but the one returned."""
+        cdef list records = self.records
+        cdef Py_ssize_t i, n = len(records)
+        if n == 0:
+            return None
+        cdef Record first = <Record>records[0]
+        cdef Record other
+        cdef int32_t length = first._value_len
+        if length < 0:
+            return None
+        cdef const uint8_t *value = first._data + first._value_pos
+        for i in range(1, n):
+            other = <Record>records[i]
+            if other._value_len != length or \
+                    memcmp(other._data + other._value_pos, value, <size_t>length) != 0:
+                return None
+        return first.value
 
     def __repr__(self):
         return (

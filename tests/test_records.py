@@ -177,6 +177,33 @@ def test_an_empty_batch_left_by_compaction_decodes(impl):
     assert (b.records, b.records_count, b.next_offset) == ([], 0, 15)
 
 
+@pytest.mark.parametrize("compression", [None, "lz4"])
+@pytest.mark.parametrize("values,expected", [
+    ([b"\x00\x0c\x00"] * 300, b"\x00\x0c\x00"),
+    ([b"same"], b"same"),
+    ([b"", b""], b""),
+    ([b"ab", b"ab", b"ac"], None),   # differs in the last byte of the last record
+    ([b"ab", b"a"], None),           # a prefix is not the same value
+    ([b"ab", None], None),
+    ([None, None], None),            # null values are not a shared value
+])
+def test_same_value_is_the_value_every_record_carries(impl, compression, values, expected):
+    raw = impl.records.encode_batch(values, keys=[b"k%d" % i for i in range(len(values))],
+                                    compression=compression)
+    [b] = impl.records.decode_batches(raw)
+    assert b.same_value() == expected  # keys are not compared
+    assert type(b.same_value()) is (bytes if expected is not None else type(None))
+
+
+def test_same_value_of_a_batch_with_no_records_is_none(impl):
+    raw = bytearray(impl.records.encode_batch([b"a"], base_offset=10))
+    del raw[61:]
+    struct.pack_into(">i", raw, 8, 49)
+    struct.pack_into(">i", raw, 57, 0)
+    [b] = impl.records.decode_batches(reseal(raw))
+    assert b.same_value() is None
+
+
 # ---------------------------------------------------------------- property-based matrix
 
 byteish = st.one_of(st.none(), st.binary(max_size=40))
@@ -229,8 +256,11 @@ def test_every_implementation_writes_the_same_bytes_and_reads_the_others(case):
     assert [r[4] for r in records] == [tuple(h) if h else () for h in headers]
     if "timestamps" in kwargs:
         assert [r[1] for r in records] == kwargs["timestamps"]
+    shared = values[0] if values[0] is not None and values.count(values[0]) == len(values) \
+        else None
     for mods in IMPLEMENTATIONS.values():
         assert mods[2].validate_batches(raw) == 1
+        assert mods[2].decode_batches(raw)[0].same_value() == shared
 
 
 def test_large_lz4_batches_decompress_in_pieces(impl):

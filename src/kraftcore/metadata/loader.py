@@ -144,13 +144,13 @@ class MetadataLoader:
         """Replay one record batch into `delta` (or the open transaction); returns its
         record types (a dict, in order of first appearance)."""
         records = batch.records
-        values = [r.value for r in records]
-        if values and values[0] in _NOOP_VALUES and values.count(values[0]) == len(values):
+        if batch.same_value() in _NOOP_VALUES:  # NoOps only, counted without decoding
             if self._transaction is None:
-                delta.replay_no_ops(len(values))
+                delta.replay_no_ops(len(records))
             else:
-                self._transaction += [_NOOP()] * len(values)
+                self._transaction += [_NOOP()] * len(records)
             return {_NOOP: None}
+        values = [r.value for r in records]
         try:
             decoded = R.decode_values(values)
         except ProtocolError as exc:
