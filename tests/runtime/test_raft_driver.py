@@ -388,6 +388,7 @@ class _BatchingCore:
 
     role = "leader"
     epoch = 1
+    quorum = types.SimpleNamespace(role="leader")
 
     def __init__(self, batch_max_bytes):
         self.config = dataclasses.replace(CONFIG, batch_max_bytes=batch_max_bytes)
@@ -405,6 +406,7 @@ class _BatchingCore:
 def _batching_driver(batch_max_bytes):
     driver = RaftDriver.__new__(RaftDriver)
     driver.core = _BatchingCore(batch_max_bytes)
+    driver._quorum = driver.core.quorum
     driver.clock = lambda: 0
     driver.failed = None
     driver._kick_scheduled = True  # no event loop: the test proposes by hand

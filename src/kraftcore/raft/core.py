@@ -133,7 +133,7 @@ class RaftCore:
 
     @property
     def role(self):
-        return self.quorum.state.name  # asked once per append by a driver: kept short
+        return self.quorum.role
 
     @property
     def epoch(self):

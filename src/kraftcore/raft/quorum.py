@@ -149,6 +149,7 @@ class QuorumState:
         self.voters = frozenset(voters)
         self.is_voter = node_id in self.voters
         self.state = None
+        self.role = None  # state.name, kept beside it: read once per append by a driver
         self.unpersisted = None  # ElectionState not yet handed to a Ready
         self.last_durable = None  # the last durable ElectionState handed out
 
@@ -157,10 +158,6 @@ class QuorumState:
     @property
     def epoch(self):
         return self.state.epoch
-
-    @property
-    def role(self):
-        return self.state.name
 
     def leader_id(self):
         return self.state.leader_id
@@ -173,6 +170,7 @@ class QuorumState:
             raise RaftStateError(
                 f"node {self.node_id}: epoch would go back from {old.epoch} to {state.epoch}")
         self.state = state
+        self.role = state.name
         if state.durable:
             election = state.election_state()
             if election != self.last_durable:
