@@ -386,7 +386,6 @@ class _BatchingCore:
     """Just enough of a leader's core for `RaftDriver._propose_appending`: it records the
     batches proposed and refuses one whose values pass its batch size."""
 
-    role = "leader"
     epoch = 1
     quorum = types.SimpleNamespace(role="leader")
 
@@ -406,7 +405,6 @@ class _BatchingCore:
 def _batching_driver(batch_max_bytes):
     driver = RaftDriver.__new__(RaftDriver)
     driver.core = _BatchingCore(batch_max_bytes)
-    driver._quorum = driver.core.quorum
     driver.clock = lambda: 0
     driver.failed = None
     driver._kick_scheduled = True  # no event loop: the test proposes by hand

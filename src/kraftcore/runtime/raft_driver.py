@@ -155,7 +155,6 @@ class RaftDriver(RaftSide):
         self.on_fatal = on_fatal or (lambda exc: None)
         self.core = RaftCore(node_id, voters, storage, quorum_state.read(state_dir), config,
                              rng or random.Random(), clock())
-        self._quorum = self.core.quorum
         self._pending = collections.deque()
         self._answers = {}  # local correlation id -> asyncio future of the response body
         self._next_cid = 0
@@ -217,8 +216,8 @@ class RaftDriver(RaftSide):
         that is not the leader."""
         if self.failed is not None:
             raise self.failed
-        if self._quorum.role != "leader":  # the core's role, without a property call
-            core = self.core
+        core = self.core
+        if core.quorum.role != "leader":  # the core's role, without a property call
             raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
         if not values:
             raise ValueError("append() needs at least one value")
