@@ -29,7 +29,7 @@ def _extensions():
     else:
         cflags = ["-O0", "-g"] if debug else ["-O3"]
         cflags += ["-fno-strict-aliasing", "-Wno-unused-function"]
-    modules = ["crc32c", "varint", "records", "segment", "protocol"]
+    modules = ["crc32c", "varint", "records", "segment", "protocol", "appends"]
     extensions = [
         Extension(
             f"kraftcore._c.{name}",

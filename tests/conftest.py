@@ -23,17 +23,17 @@ def pytest_sessionstart(session):
 
 
 def _namespace(name):
-    crc, varint, records, segment, protocol = IMPLEMENTATIONS[name]
+    crc, varint, records, segment, protocol, appends = IMPLEMENTATIONS[name]
     return types.SimpleNamespace(
         name=name, crc32c=crc, varint=varint, records=records, segment=segment,
-        protocol=protocol,
+        protocol=protocol, appends=appends,
     )
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl(request):
-    """One implementation: .crc32c, .varint, .records, .segment and .protocol modules, and
-    its .name."""
+    """One implementation: .crc32c, .varint, .records, .segment, .protocol and .appends
+    modules, and its .name."""
     return _namespace(request.param)
 
 

@@ -23,24 +23,24 @@ EXTENSION_REQUIRED = _flag("KRAFTCORE_REQUIRE_EXT")
 
 
 def _load_c():
-    from kraftcore._c import crc32c, protocol, records, segment, varint
+    from kraftcore._c import appends, crc32c, protocol, records, segment, varint
 
-    return crc32c, varint, records, segment, protocol
+    return crc32c, varint, records, segment, protocol, appends
 
 
 def _load_py():
-    from kraftcore._py import crc32c, protocol, records, segment, varint
+    from kraftcore._py import appends, crc32c, protocol, records, segment, varint
 
-    return crc32c, varint, records, segment, protocol
+    return crc32c, varint, records, segment, protocol, appends
 
 
 EXTENSION_ERROR = None
 if PURE_REQUESTED:
-    _crc, _varint, _records, _segment, _protocol = _load_py()
+    _crc, _varint, _records, _segment, _protocol, _appends = _load_py()
     IMPLEMENTATION = "py"
 else:
     try:
-        _crc, _varint, _records, _segment, _protocol = _load_c()
+        _crc, _varint, _records, _segment, _protocol, _appends = _load_c()
         IMPLEMENTATION = "c"
     except ImportError as exc:
         if EXTENSION_REQUIRED:
@@ -50,7 +50,7 @@ else:
                 f"run on the pure-Python kernels): {exc}"
             ) from exc
         EXTENSION_ERROR = exc
-        _crc, _varint, _records, _segment, _protocol = _load_py()
+        _crc, _varint, _records, _segment, _protocol, _appends = _load_py()
         IMPLEMENTATION = "py"
 
 crc32c = _crc.crc32c
@@ -84,9 +84,12 @@ encode_struct = _protocol.encode_struct
 decode_metadata_values = _protocol.decode_metadata_values
 encode_metadata_values = _protocol.encode_metadata_values
 
+AppendGather = _appends.AppendGather
+settle_calls = _appends.settle_calls
+
 
 def implementations():
-    """Map of implementation name -> (crc32c, varint, records, segment, protocol) modules
+    """Map of implementation name -> (crc32c, varint, records, segment, protocol, appends) modules
     that load here."""
     found = {"py": _load_py()}
     try:

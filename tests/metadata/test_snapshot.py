@@ -36,7 +36,7 @@ def kernel(name):
 
     The switch is process-wide (`kraftcore.codec` module attributes, read at call time by
     the records, control and snapshot modules), so it is undone on exit."""
-    crc, varint, records, segment, protocol = codec.implementations()[name]
+    crc, varint, records, segment, protocol, _ = codec.implementations()[name]
     with pytest.MonkeyPatch.context() as mp:
         for attr in ("encode_batch", "decode_batches", "validate_batches"):
             mp.setattr(codec, attr, getattr(records, attr))

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from kraftcore.codec import AppendGather
 from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
 from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
@@ -408,7 +409,7 @@ def _batching_driver(batch_max_bytes):
     driver.clock = lambda: 0
     driver.failed = None
     driver._kick_scheduled = True  # no event loop: the test proposes by hand
-    driver._appending, driver._appending_ends, driver._appending_waiters = [], [], []
+    driver._gather = AppendGather(driver.core.quorum, driver.kick, driver._append_checked)
     driver._uncommitted = collections.deque()
     driver.node_id, driver._timer, driver._answers = 1, None, {}
     return driver
@@ -553,7 +554,7 @@ def test_an_append_outside_the_event_loop_raises_and_changes_nothing():
     for callback in (None, lambda offset, error: None):
         with pytest.raises(RuntimeError):
             driver.append([b"a"], callback)
-    assert driver._appending == [] and driver._appending_waiters == []
+    assert driver._gather.take() == ([], [], [])
     assert not driver._kick_scheduled  # the next append, on the loop, schedules the drive
 
 

@@ -25,7 +25,9 @@ those answers to the sockets, so the followers append and fsync the records whil
 leader does. No other drive runs in between: `on_persisted` stays in order.
 
 Appending as a library (`append(values)`, on the event loop's thread, which it checks only
-when it has no drive scheduled yet): values appended in one event-loop turn go to
+for the first call gathered for a drive when none is scheduled yet; the checks, the
+gathering and the settling run in the append kernel, `kraftcore.codec.AppendGather`):
+values appended in one event-loop turn go to
 the core together at the next drive (before each Ready it takes, so that what a commit's
 callbacks append goes out in the same drive, with the Fetch answers the core holds for
 that commit), in batches of at most
@@ -63,6 +65,7 @@ import logging
 import operator
 import random
 
+from kraftcore.codec import AppendGather, settle_calls
 from kraftcore.errors import (InvalidAppendError, KraftcoreError, LogClosedError,
                               NotLeaderError, RaftStateError)
 from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
@@ -119,12 +122,16 @@ def _settle_future(future, offset, error):
             future.set_exception(error)
 
 
+def _callback_raised(exc):
+    log.error("an append callback raised", exc_info=exc)
+
+
 def _settle(waiter, offset, error):
     """Call an append's waiter: `callback(offset, error)` or a future's `_settle_future`."""
     try:
         waiter(offset, error)
-    except Exception:  # a caller's bug must not stop the node's drive
-        log.exception("an append callback raised")
+    except Exception as exc:  # a caller's bug must not stop the node's drive
+        _callback_raised(exc)
 
 
 class _Proposed:
@@ -164,9 +171,10 @@ class RaftDriver(RaftSide):
         self._timer_at = None
         # The `append` calls waiting for the next drive: their values, and for each call
         # the index of its last value and its waiter (a callable(offset, error)).
-        self._appending = []
-        self._appending_ends = []
-        self._appending_waiters = []
+        self._gather = AppendGather(self.core.quorum, self.kick, self._append_checked)
+        # `append` below, as the gather's own method: in the native kernel, an append that
+        # needs no more than its checks runs without a Python frame
+        self.append = self._gather.append
         self._uncommitted = collections.deque()  # _Proposed batches, in offset order
         self._appends_error = None  # what the waiters failed with when the driver stopped
         self.failed = None
@@ -213,12 +221,18 @@ class RaftDriver(RaftSide):
         of this event-loop turn; returns an asyncio future of the last value's offset, done
         once committed — or, given `callback`, returns None and calls `callback(offset,
         error)` instead (see the module docstring). Raises NotLeaderError at once on a node
-        that is not the leader."""
+        that is not the leader. (A driver's `append` attribute is its AppendGather's: the
+        same call, with the checks below only for what the gather does not take itself.)"""
+        return self._gather.append(values, callback)
+
+    def _append_checked(self, values, callback):
+        """`append` with every check, for the calls the gather leaves to it."""
         if self.failed is not None:
             raise self.failed
         core = self.core
-        if core.quorum.role != "leader":  # the core's role, without a property call
+        if core.quorum.role != "leader":
             raise NotLeaderError(self.node_id, core.leader_id, core.epoch)
+        values = list(values)  # whole before anything is gathered
         if not values:
             raise ValueError("append() needs at least one value")
         if callback is None:
@@ -230,12 +244,7 @@ class RaftDriver(RaftSide):
         else:
             raise TypeError(f"append() callback must be callable, not "
                             f"{type(callback).__name__}")
-        if not self._kick_scheduled:
-            self.kick()  # outside the event loop: RuntimeError, nothing changed
-        appending = self._appending
-        appending += values
-        self._appending_ends.append(len(appending) - 1)
-        self._appending_waiters.append(callback)
+        self._gather.add(values, callback)  # outside the event loop: RuntimeError
         return future
 
     def _propose_appending(self):
@@ -244,8 +253,7 @@ class RaftDriver(RaftSide):
         batches) fails with the core's error, and its values not yet proposed are dropped;
         the other calls go on. Any other error fails every call not yet proposed, and is
         raised (the drive then fails the node)."""
-        values, ends, waiters = self._appending, self._appending_ends, self._appending_waiters
-        self._appending, self._appending_ends, self._appending_waiters = [], [], []
+        values, ends, waiters = self._gather.take()
         budget = min(APPEND_BATCH_BYTES_MAX,
                      self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
         count = len(values)
@@ -310,11 +318,7 @@ class RaftDriver(RaftSide):
                     stop = proposed.settled = bisect.bisect_right(ends, committed - shift, pos)
                     if stop == pos:
                         break
-                for end, waiter in zip(ends[pos:stop], waiters[pos:stop]):
-                    try:  # _settle, inline: one call less for each of many small appends
-                        waiter(end + shift, None)
-                    except Exception:
-                        log.exception("an append callback raised")
+                settle_calls(ends, waiters, pos, stop, shift, _callback_raised)
         if ready.leader_change is not None and uncommitted:
             error = NotLeaderError(self.node_id, ready.leader_change.leader_id,
                                    ready.leader_change.epoch)
@@ -354,7 +358,7 @@ class RaftDriver(RaftSide):
         now = self.clock()
         deadline = None
         for _ in range(READYS_PER_DRIVE_MAX):
-            if self._appending:
+            if self._gather.values:
                 # before each Ready: what the callbacks of the previous one appended goes
                 # out with the answers the core holds for it
                 self._propose_appending()
@@ -479,9 +483,8 @@ class RaftDriver(RaftSide):
 
     def _fail_appends(self, exc):
         self._appends_error = exc
-        waiters = self._appending_waiters + [
+        waiters = self._gather.close() + [
             waiter for proposed in self._uncommitted for waiter in proposed.unsettled()]
-        self._appending, self._appending_ends, self._appending_waiters = [], [], []
         self._uncommitted.clear()
         for waiter in waiters:
             _settle(waiter, None, exc)
