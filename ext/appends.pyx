@@ -39,9 +39,11 @@ cdef class AppendGather:
 
     cdef inline void _add(self, values, waiter) except *:
         cdef list gathered = self.values
+        if type(values) is not list:
+            values = list(values)  # whole before anything changes
         if not gathered:
             self._kick()
-        gathered.extend(values)
+        gathered.extend(<list>values)
         self.ends.append(len(gathered) - 1)
         self.waiters.append(waiter)
 

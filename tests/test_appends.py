@@ -85,6 +85,19 @@ def test_add_gathers_any_iterable_without_checks(impl):
     assert caller.kicks == 1
 
 
+def test_values_that_fail_halfway_leave_the_gather_unchanged(impl):
+    gather, caller = _gather(impl)
+    gather.add([b"a"], _waiter)
+
+    def values():
+        yield b"b"
+        raise OSError("read failed")
+
+    with pytest.raises(OSError, match="read failed"):
+        gather.add(values(), _waiter)
+    assert gather.take() == ([b"a"], [0], [_waiter])
+
+
 def test_a_kick_that_raises_leaves_the_gather_unchanged(impl):
     gather, caller = _gather(impl)
     caller.kick_error = RuntimeError("no running event loop")

@@ -12,7 +12,8 @@ runs it without a Python frame per call. Both behave the same:
   errors and futures, ending in `add`. `add(values, waiter)` gathers without a check:
   the values (any iterable) go after the ones already gathered, with the index of the
   call's last value in `ends` and its waiter in `waiters`; the first call gathered after
-  a `take` calls `kick()` first (a `kick` that raises leaves the gather unchanged).
+  a `take` calls `kick()` first (a `kick` that raises, or values that cannot be
+  iterated to the end, leave the gather unchanged).
   `take()` returns `(values, ends, waiters)` and empties the gather; `close()` does the
   same, returns the waiters only, and sends every later `append` to the fallback.
 * `settle_calls(ends, waiters, start, stop, shift, on_error)` calls
@@ -45,6 +46,8 @@ class AppendGather:
 
     def add(self, values, waiter):
         gathered = self.values
+        if type(values) is not list:
+            values = list(values)  # whole before anything changes
         if not gathered:
             self._kick()
         gathered += values
