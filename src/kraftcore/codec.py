@@ -89,8 +89,8 @@ settle_calls = _appends.settle_calls
 
 
 def implementations():
-    """Map of implementation name -> (crc32c, varint, records, segment, protocol, appends) modules
-    that load here."""
+    """Map of implementation name -> (crc32c, varint, records, segment, protocol, appends)
+    modules that load here."""
     found = {"py": _load_py()}
     try:
         found["c"] = _load_c()
