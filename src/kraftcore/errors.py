@@ -102,6 +102,42 @@ class LogClosedError(LogError):
     """The log was closed (or went offline after a storage error); reopen it."""
 
 
+class LogLockedError(StorageError):
+    """The log's directory is held by another open `Log`, in this process or another one:
+    a log has one opener at a time. `path` is the directory; `errno` the one `flock` gave."""
+
+    def __init__(self, path, errno=None):
+        self.path = path
+        super().__init__(
+            f"the log in {path} is already open: its lock file {path}/.lock is held, by this "
+            "process or another one; close that Log (or stop the process that has it open) "
+            "and open it again")
+        self.errno = errno  # set after: the message is not prefixed with "[Errno n]"
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.errno))
+
+
+class LogGapError(StorageError):
+    """The segments of a log do not hold one unbroken run of offsets: a segment is missing,
+    empty or damaged in the middle of the log, or two segments claim the same offsets.
+    Opening it would hide the records past the break, so `Log.open` refuses; nothing was
+    changed on disk. The message names the files and the option that opens the log up to
+    the break without deleting anything (`Log.open(path, set_aside_past_gap=True)`).
+
+    `path` is the log directory, `end_offset` the log end offset the log would have if
+    opened up to the break, `files` the segment files past it."""
+
+    def __init__(self, message, path=None, end_offset=None, files=()):
+        super().__init__(message)
+        self.path = path
+        self.end_offset = end_offset
+        self.files = tuple(files)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.path, self.end_offset, self.files))
+
+
 class RaftError(KraftcoreError):
     """Base class of the errors of `kraftcore.raft`."""
 

@@ -137,6 +137,43 @@ def test_zeros_after_the_last_batch_end_the_dump_quietly(segment, tmp_path):
     assert status == 0 and out.count("baseOffset:") == 3 and "Corruption" not in out
 
 
+@pytest.mark.parametrize("name", ["00000000000000000000.log",
+                                  "00000000000000000004-0000000001.checkpoint"])
+def test_a_file_of_zeros_is_damage(tmp_path, name):
+    zeros = tmp_path / name
+    zeros.write_bytes(bytes(4096))
+    status, out, _ = _run(str(zeros))
+    assert status == 1
+    assert f"Corruption in {zeros} at byte 0: the file holds 4096 zero bytes and no record batch" in out
+    status, out, _ = _run(str(zeros), "--json")
+    errors = [o for o in map(json.loads, out.splitlines()) if o.get("error")]
+    assert status == 1 and len(errors) == 1 and errors[0]["position"] == 0
+
+
+def test_an_empty_file_is_not_damage(tmp_path):
+    empty = tmp_path / "00000000000000000000.log"
+    empty.write_bytes(b"")
+    status, out, _ = _run(str(empty))
+    assert status == 0 and "Corruption" not in out and "baseOffset" not in out
+
+
+def test_zeros_then_other_bytes_after_the_last_batch_are_damage(segment, tmp_path):
+    data = segment.read_bytes()
+    damaged = tmp_path / "00000000000000000000.log"
+    damaged.write_bytes(data + bytes(5000) + b"junk" + bytes(100))
+    status, out, _ = _run(str(damaged))
+    assert status == 1 and out.count("baseOffset:") == 3
+    assert (f"Corruption in {damaged} at byte {len(data)}: 5000 zero bytes, then a non-zero "
+            f"byte at {len(data) + 5000}") in out
+
+
+def test_text_is_damage(tmp_path):
+    text = tmp_path / "00000000000000000000.log"
+    text.write_bytes(b"this is not a log segment\n" * 20)
+    status, out, _ = _run(str(text))
+    assert status == 1 and "Corruption in" in out
+
+
 def test_bit_flip_names_the_batch(segment, tmp_path):
     data = bytearray(segment.read_bytes())
     second = len(_leader_change(0))

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from kraftcore import codec
+from kraftcore.errors import LogGapError
 from kraftcore.log import Log
 from tests.log.test_log import read_all, values
 
@@ -24,6 +25,11 @@ def _written_log(path, batches=6):
     active = max(n for n in os.listdir(path) if n.endswith(".log"))
     data = open(os.path.join(path, active), "rb").read()
     return contents, active, data
+
+
+def _listing(path):
+    """{name: bytes} of every file in the directory."""
+    return {name: (path / name).read_bytes() for name in sorted(os.listdir(path))}
 
 
 def _last_batch_start(data):
@@ -85,7 +91,7 @@ def test_bit_flips_in_the_tail_are_detected(tmp_path):
         shutil.rmtree(dst)
 
 
-def test_damage_in_an_earlier_segment_drops_every_later_segment(tmp_path):
+def test_damage_in_an_earlier_segment_refuses_the_open_and_deletes_nothing(tmp_path):
     path = tmp_path / "t-0"
     with Log.open(path, segment_bytes=1500) as log:
         for epoch in range(8):
@@ -99,12 +105,24 @@ def test_damage_in_an_earlier_segment_drops_every_later_segment(tmp_path):
     victim.write_bytes(bytes(raw))
     os.unlink(path / ".kafka_cleanshutdown")
     (path / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
-    with Log.open(path) as log:
-        assert log.recovery.deleted_segments == bases[2:]
+    before = _listing(path)
+    with pytest.raises(LogGapError, match="set_aside_past_gap=True") as refused:
+        Log.open(path)
+    assert f"{bases[1]:020d}.log is damaged" in str(refused.value)
+    assert _listing(path) == before  # a refusal changes nothing on disk
+    with Log.open(path, set_aside_past_gap=True) as log:
+        # the log ends inside the damaged segment; the batches past the damage, and the
+        # segments after it, are kept aside whole
         assert log.segment_base_offsets == bases[:2]
-        assert read_all(log) == contents[: log.log_end_offset]
         assert log.log_end_offset < bases[2]
-    assert not (path / f"{bases[2]:020d}.log").exists()
+        assert read_all(log) == contents[: log.log_end_offset]
+        assert log.recovery.deleted_segments == []
+        assert log.recovery.gap and log.recovery.first_invalid
+        assert len(log.recovery.set_aside) == 1 + len(bases[2:])
+    assert (path / f"{bases[1]:020d}.log.stray").read_bytes() == bytes(raw)
+    for base in bases[2:]:
+        assert (path / f"{base:020d}.log.stray").read_bytes() == before[f"{base:020d}.log"]
+        assert not (path / f"{base:020d}.log").exists()
 
 
 def test_preallocated_segments_recover_to_their_data(tmp_path):

@@ -81,6 +81,13 @@ def test_bad_states_and_versions_are_refused(tmp_path):
         qs.ElectionState(epoch=-1)
     with pytest.raises(ValueError, match="voted_id"):
         qs.ElectionState(epoch=1, voted_id=-1)
+    # The file's fields are int32: nothing out of their range is ever written.
+    with pytest.raises(ValueError, match="int32"):
+        qs.ElectionState(epoch=2**31)
+    with pytest.raises(ValueError, match="leader_id"):
+        qs.ElectionState(epoch=1, leader_id=2**31)
+    assert qs.decode(qs.encode(qs.ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1), 1)) \
+        == qs.ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1)
     with pytest.raises(ValueError, match="data_version"):
         qs.encode(qs.ElectionState(epoch=1), 2)
     big = tmp_path / "quorum-state"

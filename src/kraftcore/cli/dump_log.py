@@ -13,6 +13,9 @@ log segments, snapshots and index files, like Kafka's `kafka-dump-log` (kafka-fa
 Corruption does not stop the dump early without saying so: what could be read is printed,
 then the position and reason of the damage, and the command exits 1. Exit 2 is a usage
 error or a file that cannot be opened; 0 means every file was read whole and valid.
+Zeros after the last batch (a log that preallocates or prefills writes them ahead of its
+data) end a dump quietly; a file of zeros with no batch at all, or zeros followed by
+anything else, is damage. An empty file is valid: it holds no batch.
 """
 
 import json
@@ -27,6 +30,7 @@ from kraftcore.metadata import control, records
 
 LOG_OVERHEAD = 12          # baseOffset int64 + batchLength int32
 BATCH_HEADER_BYTES = 61
+ZERO_CHECK_CHUNK_BYTES = 1 << 20  # read at a time when checking that a tail is all zeros
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
@@ -163,7 +167,8 @@ def _read_batches(fd, size, p, metadata_decoder):
                           "header)", pos)
         head = os.pread(fd, LOG_OVERHEAD, pos)
         if not any(head):
-            return  # an all-zero header: preallocated or prefilled space, not data
+            _check_zero_tail(fd, pos, size)
+            return
         _, batch_length = struct.unpack(">qi", head)
         if batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD:
             raise _Damage(f"batch length {batch_length} is below the minimum "
@@ -184,6 +189,27 @@ def _read_batches(fd, size, p, metadata_decoder):
         if metadata_decoder:
             _dump_records(batch, p)
         pos = end
+
+
+def _check_zero_tail(fd, pos, size):
+    """Zeros from `pos` to the end after at least one batch are space the log wrote ahead
+    of its data (preallocated or prefilled): the dump ends quietly. Anything else that
+    starts with an all-zero header is damage: non-zero bytes after the zeros, or a file
+    with no batch at all (only zeros)."""
+    at = pos
+    while at < size:
+        chunk = os.pread(fd, min(ZERO_CHECK_CHUNK_BYTES, size - at), at)
+        if not chunk:
+            break
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            raise _Damage(f"{at + len(chunk) - len(stripped) - pos} zero bytes, then a "
+                          f"non-zero byte at {at + len(chunk) - len(stripped)}: not a record "
+                          "batch", pos)
+        at += len(chunk)
+    if pos == 0:
+        raise _Damage(f"the file holds {size} zero bytes and no record batch (an empty "
+                      "segment of a log that preallocates looks like this too)", 0)
 
 
 def _dump_index(fd, size, name, p):

@@ -14,7 +14,9 @@ Files kept in a log's directory, all version 0:
 
 A missing file reads as None and an empty one as no entries. A file that does not parse
 raises `CheckpointError`; the log treats such a file as missing and recovers the
-information from the segments (a full scan), which is always safe.
+information from the segments (a full scan), which is always safe. A value that parses but
+that the segments contradict (an offset they do not hold) is the log's to judge: it
+reports and ignores it (`kraftcore.log.log`).
 """
 
 import os

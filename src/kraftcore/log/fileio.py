@@ -6,6 +6,7 @@ for file data directly. Every function raises `OSError` unchanged; the log decid
 failure means.
 """
 
+import errno
 import os
 
 # fdatasync flushes the data and the metadata needed to read it back (the size), which is
@@ -121,6 +122,38 @@ def sync_dir(path):
 
 def unlink(path):
     os.unlink(path)
+
+
+def rename(src, dst):
+    """Rename `src` to `dst`; an existing `dst` is an error, never replaced."""
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst)
+
+
+def copy(src, dst, chunk_bytes=1 << 20):
+    """Copy the file `src` to the new file `dst` (which must not exist): write
+    `<dst>.tmp`, fsync it, rename it to `dst`, so that a crash leaves no partial `dst`
+    (the caller syncs the directory)."""
+    tmp = f"{dst}.tmp"
+    fd_in = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd_out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                         | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            position = 0
+            while True:
+                data = os.pread(fd_in, chunk_bytes, position)
+                if not data:
+                    break
+                pwrite_all(fd_out, data, position)
+                position += len(data)
+            os.fsync(fd_out)
+        finally:
+            os.close(fd_out)
+    finally:
+        os.close(fd_in)
+    rename(tmp, dst)
 
 
 def write_atomic(path, data):

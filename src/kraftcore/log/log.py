@@ -21,7 +21,11 @@ disk):
 Whatever the policy, a crash never leaves a torn or corrupt batch readable: on open the log
 scans from the last checkpointed recovery point with the native validator and cuts the
 tail at the first invalid batch (Kafka's `LogLoader`), unless the previous `close()` left
-the clean-shutdown marker.
+the clean-shutdown marker. Opening never deletes a file because it is damaged or does not
+fit: the segments must hold one unbroken run of offsets, a file that is not part of the
+log is renamed aside (`<name>.stray`), a gap refuses the open with `LogGapError` unless
+`set_aside_past_gap=True` opens the log up to it, and a checkpoint value the segments
+contradict is reported in `recovery` and ignored.
 
 Failures: an append that fails to write (a full disk) is rolled back and raises
 `StorageError`; the log stays as it was and writable. A failed fsync (the kernel may have
@@ -35,6 +39,7 @@ fsyncs run outside it so appends continue while a sync is in flight.
 import bisect
 import dataclasses
 import fcntl
+import itertools
 import json
 import os
 import struct
@@ -42,13 +47,15 @@ import threading
 from typing import NamedTuple
 
 from kraftcore import codec
-from kraftcore._py.segment import NO_STAMP
+from kraftcore._py.segment import NO_STAMP, STAMPED_HEADER
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
-                              LogClosedError, OffsetOutOfRangeError, StorageError)
+                              LogClosedError, LogGapError, LogLockedError,
+                              OffsetOutOfRangeError, StorageError)
 from kraftcore.log import checkpoint, fileio
 from kraftcore.log.config import LogConfig, INT32_MAX
 from kraftcore.log.epochs import LeaderEpochCache
-from kraftcore.log.segment import LOG_SUFFIX, SUFFIXES, Segment, parse_prefix
+from kraftcore.log.segment import (LOG_SUFFIX, STRAY_SUFFIX, SUFFIXES, Segment, file_prefix,
+                                   misplaced_first_batch, parse_prefix, set_aside_names)
 from kraftcore.runtime.clock import Ticker, wall_clock_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -97,16 +104,43 @@ class ReadResult:
 
 @dataclasses.dataclass
 class RecoveryReport:
-    """What `Log.open` found and did."""
+    """What `Log.open` found and did. Lists of strings name the file and say why."""
 
     clean_shutdown: bool = False
     scanned_segments: int = 0
     scanned_bytes: int = 0
     truncated_bytes: int = 0  # cut from the tail: a torn write or corruption
+    zero_tail_bytes: int = 0  # zeros trimmed after the data: preallocated or prefilled space
     first_invalid: str = None  # why the scan stopped, when it stopped early
+    # base offsets of segments deleted because they lie wholly below the log start offset
+    # (an interrupted retention or log start move), never because of damage
     deleted_segments: list = dataclasses.field(default_factory=list)
     rebuilt_indexes: list = dataclasses.field(default_factory=list)
+    # checkpoint files, or values in them, that were unreadable or that the segments
+    # contradict: each names the file, the value and the offsets the segments hold
     ignored_checkpoints: list = dataclasses.field(default_factory=list)
+    # segment files renamed to `<name>.stray` (not part of the log, or past a gap)
+    set_aside: list = dataclasses.field(default_factory=list)
+    gap: str = None  # the gap the log was opened up to (`set_aside_past_gap=True`)
+
+
+def _name(segment):
+    return file_prefix(segment.base_offset) + LOG_SUFFIX
+
+
+def _held(segments):
+    """The offsets `segments` hold, for messages: "offsets [0, 90), [180, 270)"."""
+    runs = []
+    for segment in segments:
+        if segment.next_offset == segment.base_offset:
+            continue
+        if runs and runs[-1][1] == segment.base_offset:
+            runs[-1][1] = segment.next_offset
+        else:
+            runs.append([segment.base_offset, segment.next_offset])
+    if not runs:
+        return "no offsets"
+    return "offsets " + ", ".join(f"[{start}, {end})" for start, end in runs)
 
 
 def _storage_error(exc, doing):
@@ -150,17 +184,27 @@ class Log:
     # ================================================================ opening
 
     @classmethod
-    def open(cls, path, *, clock=None, **settings):
-        """Open the log in directory `path`, creating it if needed, and recover it."""
+    def open(cls, path, *, clock=None, set_aside_past_gap=False, **settings):
+        """Open the log in directory `path`, creating it if needed, and recover it.
+
+        A log whose segments do not hold one unbroken run of offsets (a segment missing,
+        emptied or damaged in the middle, two segments claiming the same offsets) is
+        refused with `LogGapError`, and nothing on disk is changed. With
+        `set_aside_past_gap=True` it opens up to the gap instead: the segment files past
+        it are renamed to `<name>.stray` (a segment damaged at the gap is first copied
+        there whole, then cut), and nothing is deleted."""
         config = LogConfig.of(**settings)
         log = cls(path, config, clock or wall_clock_ms)
         try:
             os.makedirs(log.path, exist_ok=True)
             log._acquire_dir_lock()
-            log._load()
+            log._load(bool(set_aside_past_gap))
         except OSError as exc:
             log._release()
-            raise _storage_error(exc, f"opening the log in {log.path}") from exc
+            error = _storage_error(exc, f"opening the log in {log.path}")
+            if error is exc:
+                raise
+            raise error from exc
         except BaseException:
             log._release()
             raise
@@ -174,27 +218,22 @@ class Log:
                                          exclusive=False)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StorageError(
-                0, f"the log in {self.path} is already open (by this or another process); "
-                "close it first") from None
+        except BlockingIOError as exc:
+            raise LogLockedError(self.path, exc.errno) from None
 
-    def _load(self):
+    def _load(self, set_aside_past_gap):
+        """Recover the directory (see docs/log.md, "Recovery"). Everything that decides
+        whether the log can open is read first; a refusal changes nothing on disk. Then
+        files that are not part of the log are set aside, torn tails cut, indexes written,
+        and the checkpoints rewritten from what the segments hold."""
         now = self._clock()
         report = self.recovery
         names = os.listdir(self.path)
         report.clean_shutdown = CLEAN_SHUTDOWN_FILE in names
-        bases = set()
-        for name in names:
-            base = parse_prefix(name)
-            if name.endswith(_DISCARDED_SUFFIXES):
-                fileio.unlink(os.path.join(self.path, name))
-            elif base is not None and name.endswith(LOG_SUFFIX):
-                bases.add(base)
-        for name in names:  # index files whose .log is gone
-            base = parse_prefix(name)
-            if base is not None and base not in bases and name.endswith(SUFFIXES[1:]):
-                fileio.unlink(os.path.join(self.path, name))
+        bases = {parse_prefix(name) for name in names if name.endswith(LOG_SUFFIX)} - {None}
+        # leftovers of interrupted writes and deletions, and index files whose .log is gone
+        leftovers = [name for name in names if name.endswith(_DISCARDED_SUFFIXES) or (
+            name.endswith(SUFFIXES[1:]) and parse_prefix(name) not in bases | {None})]
 
         def safely(read, *args):
             try:
@@ -207,20 +246,116 @@ class Log:
         high_watermark = safely(checkpoint.read_offset, checkpoint.HIGH_WATERMARK)
         log_start = safely(checkpoint.read_offset, checkpoint.LOG_START_OFFSET)
         epochs = safely(checkpoint.read_epochs)
+        scan_point = recovery_point
         if epochs is None or recovery_point is None:
-            recovery_point = 0  # rebuild what is missing from the segments themselves
+            scan_point = 0  # rebuild what is missing from the segments themselves
             report.clean_shutdown = False
         self._epochs = LeaderEpochCache(epochs or ())
-        self._load_segments(sorted(bases), recovery_point, now)
+
+        # ---- read: nothing below writes until the log is known to open
+        strays = {}
+        for base in sorted(bases):
+            first = misplaced_first_batch(self.path, base, self.config.max_batch_bytes)
+            if first is None:
+                self._segments.append(Segment.open(self.path, base, self.config, now))
+            else:
+                strays[base] = (f"its first batch starts at offset {first}, not at the base "
+                                f"offset {base} its name says")
+        scans = self._read_segments(scan_point)
+        kept = []
+        for segment in self._segments:
+            if kept and segment.next_offset == segment.base_offset < kept[-1].next_offset:
+                strays[segment.base_offset] = (
+                    f"it holds no batch, and its base offset {segment.base_offset} lies "
+                    f"inside {_name(kept[-1])}")
+            else:
+                kept.append(segment)
+        held = _held(kept)
+        if log_start is not None and not any(
+                s.base_offset <= log_start <= s.next_offset for s in kept) and (
+                kept or log_start < 0):
+            report.ignored_checkpoints.append(
+                f"{self._file(checkpoint.LOG_START_OFFSET)}: log start offset {log_start} is "
+                f"not an offset the segments hold ({held}); ignored")
+            log_start = None
+        if log_start is None:
+            log_start = kept[0].base_offset if kept else 0
+        gap = self._find_gap(kept, scans, log_start)
+
+        # ---- decide
+        copied = None
+        if gap is not None:
+            at, problem = gap
+            past = kept[at + 1:]
+            end = kept[at].next_offset
+            if not set_aside_past_gap:
+                files = [_name(s) for s in past]
+                hidden = (f"{len(files)} later segment files, {files[0]} to {files[-1]}"
+                          if len(files) > 1 else f"the later segment file {files[0]}")
+                raise LogGapError(
+                    f"the log in {self.path} has a gap in its offsets: {problem}. Opening it "
+                    f"would hide the records of {hidden}. Restore the missing or damaged "
+                    f"segment (from a backup, or fetch the log again from a replica), or "
+                    f"open it with Log.open(path, set_aside_past_gap=True): the log then "
+                    f"ends at offset {end}, the files past the gap are renamed to "
+                    f"<name>{STRAY_SUFFIX} and nothing is deleted", self.path, end, files)
+            report.gap = f"{problem}; opened up to offset {end}"
+            for segment in past:
+                strays[segment.base_offset] = f"it lies past the gap at offset {end}"
+            result, zero_tail = scans.get(kept[at].base_offset, (None, False))
+            if result is not None and result.error is not None and not zero_tail:
+                copied = kept[at]  # damaged: its whole file is kept aside, then it is cut
+            del kept[at + 1:]
+
+        # ---- act: set aside, cut, rewrite
+        if copied is not None:
+            aside = set_aside_names(self.path, copied.base_offset)[LOG_SUFFIX]
+            fileio.copy(copied.path(LOG_SUFFIX), os.path.join(self.path, aside))
+            report.set_aside.append(f"{_name(copied)} copied whole to {aside} before it is "
+                                    "cut at the damage")
+        kept_ids = set(map(id, kept))
+        for segment in self._segments:
+            if id(segment) not in kept_ids:
+                segment.close()
+        for base, reason in sorted(strays.items()):
+            self._set_aside(base, reason)
+        for name in leftovers:
+            fileio.unlink(os.path.join(self.path, name))
+        created = [segment for segment in kept if segment.missing_indexes]
+        for segment in created:
+            segment.create_missing_indexes()
+        if strays or copied is not None or leftovers or created:
+            fileio.sync_dir(self.path)
+        self._segments = kept
+        # segments wholly below the log start offset (an interrupted retention or log start
+        # move): deleted below, so neither cut nor rewritten first
+        doomed = [segment.base_offset for segment, following in itertools.pairwise(kept)
+                  if following.base_offset <= log_start]
+        for segment in kept[len(doomed):]:
+            scan = scans.get(segment.base_offset)
+            if scan is None:
+                continue
+            result, zero_tail = scan
+            dropped = segment.file_bytes - result.valid_bytes
+            if dropped and zero_tail:
+                report.zero_tail_bytes += dropped
+            elif result.error is not None:
+                report.truncated_bytes += dropped
+                report.first_invalid = f"{segment.path(LOG_SUFFIX)}: {result.error}"
+            segment.finish_scan()
+            segment.sync(with_indexes=True)
 
         if not self._segments:
-            self._segments = [Segment.create(self.path, log_start or 0, self.config, now)]
+            self._segments = [Segment.create(self.path, log_start, self.config, now)]
             fileio.sync_dir(self.path)
         self._bases = [segment.base_offset for segment in self._segments]
         self._leo = self._segments[-1].next_offset
-        first_base = self._segments[0].base_offset
-        self._log_start = min(max(log_start or 0, first_base), self._leo)
-        self._delete_segments_below(self._log_start)
+        self._log_start = min(log_start, self._leo)
+        if self._delete_segments_below(self._log_start):
+            report.deleted_segments.extend(doomed)
+        self._check_checkpoints(recovery_point, high_watermark, epochs)
+        if high_watermark is not None and not 0 <= high_watermark <= self._leo:
+            high_watermark = None  # reported: never raise the watermark on its word
         # Start, then end: an entry the start clamps to the log end (an empty log) is dropped
         # like any entry at or after the end, so a clean and a crash reopen agree.
         self._epochs.truncate_from_start(self._log_start)
@@ -237,54 +372,137 @@ class Log:
                 pass
             fileio.sync_dir(self.path)
 
-    def _load_segments(self, bases, recovery_point, now):
+    def _read_segments(self, scan_point):
+        """Load the segments below the recovery point `scan_point` as trusted (indexes
+        checked, the end found after the last index entry) and scan the others, writing
+        nothing. Returns {base offset: (scan result, zero tail)} of the scanned ones."""
         report = self.recovery
-        scanning = False
-        for i, base in enumerate(bases):
-            segment = Segment.open(self.path, base, self.config, now)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            if not (scanning or report.clean_shutdown) and (
-                    next_base is None or next_base > recovery_point):
-                # from here on nothing is known to be on disk: rebuild the epochs too
-                scanning = True
-                self._epochs.truncate_from_end(base)
-            problem = None if scanning else segment.load()
+        segments = self._segments
+        scan_from = len(segments)
+        if not report.clean_shutdown:
+            # A recovery point inside or past the last segment means the same thing: scan
+            # the last one. So a recovery point past the end changes nothing here.
+            scan_from = next((i for i, segment in enumerate(segments)
+                              if i + 1 == len(segments)
+                              or segments[i + 1].base_offset > scan_point), 0)
+        for i in range(scan_from):
+            problem = segments[i].load()
             if problem:
-                report.rebuilt_indexes.append(base)
-            cut = False
-            if scanning or problem:
-                file_bytes = segment.file_bytes
-                # The scan refuses epochs below the one in force before this segment. When
-                # only the indexes are rebuilt (below the recovery point) the cache already
-                # holds the later epochs: they must not count, or the segment is cut.
-                result, zero_tail = segment.recover(
-                    self._epochs.epoch_for_offset(base - 1) if base else -1)
-                for epoch, offset in result.epochs:
-                    self._epochs.assign(epoch, offset)
-                report.scanned_segments += 1
-                report.scanned_bytes += result.valid_bytes
-                # zeros after the data of the active segment of a log that writes them
-                # there (preallocated or prefilled space) are not a torn write
-                expected_zeros = zero_tail and next_base is None and (
-                    self.config.preallocate or self.config.prefill_bytes)
-                if result.error is not None and not expected_zeros:
-                    report.truncated_bytes += file_bytes - result.valid_bytes
-                    report.first_invalid = f"{segment.path(LOG_SUFFIX)}: {result.error}"
-                    cut = True
-                segment.sync(with_indexes=True)
-            if next_base is not None and segment.next_offset > next_base:
-                report.first_invalid = report.first_invalid or (
-                    f"{segment.path(LOG_SUFFIX)} holds offsets up to {segment.next_offset - 1}, "
-                    f"past the next segment's base {next_base}")
-                cut = True
-            self._segments.append(segment)
-            if cut:
-                for later in bases[i + 1:]:
-                    Segment(self.path, later, self.config).delete()
-                    report.deleted_segments.append(later)
-                if bases[i + 1:]:
-                    fileio.sync_dir(self.path)
-                return
+                # Rebuilt by a scan, and so is every later segment: a scan checks leader
+                # epochs against the ones before it, known only from trusted segments.
+                report.rebuilt_indexes.append(segments[i].base_offset)
+                scan_from = i
+                break
+        if scan_from and not self._epochs_agree(segments[:scan_from]):
+            scan_from = 0
+            self._epochs.clear()
+        if scan_from < len(segments):
+            # from here on nothing is known to be on disk: rebuild the epochs too
+            self._epochs.truncate_from_end(segments[scan_from].base_offset)
+        scans = {}
+        for segment in segments[scan_from:]:
+            base = segment.base_offset
+            result, zero_tail = segment.scan(self._epochs.epoch_for_offset(base - 1)
+                                             if base else -1)
+            for epoch, offset in result.epochs:
+                self._epochs.assign(epoch, offset)
+            scans[base] = (result, zero_tail)
+            report.scanned_segments += 1
+            report.scanned_bytes += result.valid_bytes
+        return scans
+
+    def _epochs_agree(self, trusted):
+        """Whether each leader-epoch checkpoint entry that lies in the `trusted` segments
+        names a batch there that starts at the entry's offset and carries its epoch (the
+        first entry may start inside a batch: the log start moved there). A contradicted
+        checkpoint is reported; the caller then rebuilds the epochs by a scan, so that no
+        scan judges the segments by an epoch the checkpoint made up."""
+        bases = [segment.base_offset for segment in trusted]
+        for k, (epoch, offset) in enumerate(self._epochs.entries()):
+            slot = bisect.bisect_right(bases, offset) - 1
+            if slot < 0 or offset >= trusted[slot].next_offset:
+                continue  # below the segments, or left to the scan and the end checks
+            segment = trusted[slot]
+            try:
+                position = segment.position_of(offset)
+                first, _, found = STAMPED_HEADER.unpack(segment.read_bytes(position, 16))
+            except CorruptRecordError as exc:
+                problem = f"the batch holding offset {offset} does not read back ({exc})"
+            else:
+                if found == epoch and (first == offset or k == 0):
+                    continue
+                problem = (f"the batch holding offset {offset} starts at {first} in leader "
+                           f"epoch {found}")
+            self.recovery.ignored_checkpoints.append(
+                f"{self._file(checkpoint.LEADER_EPOCH)}: entry ({epoch}, {offset}) "
+                f"contradicts {_name(segment)}: {problem}; ignored, the leader epochs are "
+                "rebuilt from the segments")
+            return False
+        return True
+
+    def _find_gap(self, segments, scans, log_start):
+        """(index, what is wrong) of the first segment at or after the one holding
+        `log_start` that the next one does not follow: damaged before its end, or ending
+        before or after the next one's base offset. None if the offsets run unbroken. The
+        last segment's torn tail is no gap: recovery cuts it."""
+        first = max(bisect.bisect_right([s.base_offset for s in segments], log_start) - 1, 0)
+        for at in range(first, len(segments) - 1):
+            segment, following = segments[at], segments[at + 1]
+            end, base = segment.next_offset, following.base_offset
+            result, zero_tail = scans.get(segment.base_offset, (None, False))
+            if result is not None and result.error is not None and not zero_tail:
+                reason = getattr(result.error, "reason", result.error)
+                return at, (f"{_name(segment)} is damaged at byte {result.valid_bytes} "
+                            f"({reason}): offsets from {end} on cannot be read in it, "
+                            f"and the next segment {_name(following)} starts at {base}")
+            if end < base:
+                held = ("holds no batch" if end == segment.base_offset
+                        else f"ends at offset {end - 1}")
+                return at, (f"{_name(segment)} {held} but the next segment "
+                            f"{_name(following)} starts at {base}: offsets [{end}, {base}) "
+                            "are missing")
+            if end > base:
+                return at, (f"{_name(segment)} holds offsets up to {end - 1}, past the base "
+                            f"offset {base} of the next segment {_name(following)}: the two "
+                            "claim the same offsets")
+        return None
+
+    def _check_checkpoints(self, recovery_point, high_watermark, epochs):
+        """Report checkpoint values the segments contradict (the caller ignores them)."""
+        report, leo, held = self.recovery, self._leo, _held(self._segments)
+        if recovery_point is not None and not 0 <= recovery_point <= leo:
+            report.ignored_checkpoints.append(
+                f"{self._file(checkpoint.RECOVERY_POINT)}: recovery point {recovery_point} "
+                f"is outside [0, log end offset {leo}] (the segments hold {held}); ignored")
+        if high_watermark is not None and not 0 <= high_watermark <= leo:
+            report.ignored_checkpoints.append(
+                f"{self._file(checkpoint.HIGH_WATERMARK)}: high watermark {high_watermark} "
+                f"is outside [0, log end offset {leo}] (the segments hold {held}); ignored, "
+                f"the high watermark is the log start offset {self._log_start}")
+        past = [entry for entry in epochs or () if entry[1] > leo]
+        if past:
+            listed = ", ".join(f"({epoch}, {offset})" for epoch, offset in past)
+            if len(past) > 3:
+                listed = f"({past[0][0]}, {past[0][1]}) to ({past[-1][0]}, {past[-1][1]})"
+            report.ignored_checkpoints.append(
+                f"{self._file(checkpoint.LEADER_EPOCH)}: {len(past)} entries {listed} start "
+                f"past the log "
+                f"end offset {leo} (the segments hold {held}); ignored")
+
+    def _set_aside(self, base, reason):
+        """Rename the files of segment `base` to `<name>.stray`: kept, out of the log."""
+        names = set_aside_names(self.path, base)
+        for suffix, new in names.items():
+            try:
+                fileio.rename(os.path.join(self.path, file_prefix(base) + suffix),
+                              os.path.join(self.path, new))
+            except FileNotFoundError:
+                pass
+        self.recovery.set_aside.append(
+            f"{file_prefix(base)}{LOG_SUFFIX} -> {names[LOG_SUFFIX]}: {reason}")
+
+    def _file(self, name):
+        return os.path.join(self.path, name)
 
     # ================================================================ state
 

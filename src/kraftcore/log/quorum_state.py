@@ -27,6 +27,7 @@ DATA_VERSIONS = (0, 1)
 NO_ID = -1
 # The file is one short line; anything longer is not a quorum-state file.
 FILE_BYTES_MAX = 1 << 20
+_INT32_MAX = 2**31 - 1
 
 QuorumStateData = message("QuorumStateData", valid="0-1", flexible="0+", fields=[
     F("ClusterId", "string", versions="0"),
@@ -54,12 +55,15 @@ class ElectionState:
     voters: tuple = None
 
     def __post_init__(self):
-        if not isinstance(self.epoch, int) or self.epoch < 0:
-            raise ValueError(f"epoch must be an int >= 0, not {self.epoch!r}")
+        # The file holds int32 fields: a value out of their range is never written.
+        if not isinstance(self.epoch, int) or not 0 <= self.epoch <= _INT32_MAX:
+            raise ValueError(f"epoch must be an int32 >= 0, not {self.epoch!r}")
         for name in ("leader_id", "voted_id"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ValueError(f"{name} must be None or a node id >= 0, not {value!r}")
+            if value is not None and (not isinstance(value, int)
+                                      or not 0 <= value <= _INT32_MAX):
+                raise ValueError(f"{name} must be None or a node id in [0, 2^31), not "
+                                 f"{value!r}")
 
 
 def encode(state, data_version):

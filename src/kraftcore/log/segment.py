@@ -9,7 +9,9 @@ Invariants: `size` is the end of the last whole batch that was written successfu
 leader's `stamp_append` moves it just before its write, and `write_stamped` puts it back if
 the write fails; the log's lock is held throughout); index entries point at batch starts
 inside `size` and increase; every offset in the segment fits an int32 relative to
-`base_offset`. Batch checks and index arithmetic happen in the kernels
+`base_offset`, and its first batch starts at `base_offset` (`misplaced_first_batch` finds
+files that break this; the log sets them aside under the names `set_aside_names` gives,
+never deletes them). Batch checks and index arithmetic happen in the kernels
 (`kraftcore.codec.SegmentState`, which a segment is built on, `scan_batches` and friends);
 this module moves bytes between them and the files.
 """
@@ -19,15 +21,21 @@ import struct
 
 from kraftcore import codec
 from kraftcore._py.segment import OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES, RELATIVE_OFFSET_MAX
-from kraftcore.errors import CorruptRecordError
+from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
+from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import fileio
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+# Added to the names of segment files the log sets aside instead of deleting them (files
+# that are not part of the log, or that lie past a gap it was opened up to). Kafka renames
+# a stray partition directory aside in the same spirit (`-stray`, KIP-858).
+STRAY_SUFFIX = ".stray"
 _TIME_ENTRY = struct.Struct(">qi")
 _OFFSET_ENTRY = struct.Struct(">ii")
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 # Bytes read at a time when walking headers from an index entry to a batch.
 READ_CHUNK_BYTES = 64 * 1024
 
@@ -45,6 +53,56 @@ def parse_prefix(name):
     return None
 
 
+def _torn_header_zero_bytes(offset):
+    """How many zero bytes a batch header at `offset` can start with: the leading zero
+    bytes of its int64 base offset, and when all eight are, up to three of its int32 batch
+    length (at least 49). Its magic byte (2) at byte 16 is never zero."""
+    head = offset.to_bytes(8, "big", signed=True)
+    zeros = len(head) - len(head.lstrip(b"\0"))
+    return zeros + 3 if zeros == 8 else zeros
+
+
+def set_aside_names(directory, base_offset):
+    """{suffix: new name} for the files of segment `base_offset` when they are set aside
+    (kept, out of the log): `<name>.stray`, or `<name>.<n>.stray` with the first n for
+    which none of the three names is taken."""
+    prefix = file_prefix(base_offset)
+    n = 0
+    while True:
+        tag = STRAY_SUFFIX if n == 0 else f".{n}{STRAY_SUFFIX}"
+        names = {suffix: prefix + suffix + tag for suffix in SUFFIXES}
+        if not any(os.path.lexists(os.path.join(directory, name)) for name in names.values()):
+            return names
+        n += 1
+
+
+def misplaced_first_batch(directory, base_offset, batch_bytes_max):
+    """The base offset of the first batch of `<base_offset>.log` in `directory` when that
+    batch is whole and sound (framing and CRC) but does not start at `base_offset`, else
+    None. Such a file is not a segment of the log whatever its name says (a copy, or a
+    file renamed by hand): a segment's first batch starts at its base offset, since a
+    segment is created at the log end offset and truncating it to its base removes it.
+    Reads the first 12 bytes, and the first batch only when they name another offset."""
+    fd = fileio.open_file(os.path.join(directory, file_prefix(base_offset) + LOG_SUFFIX))
+    try:
+        head = fileio.pread(fd, _BATCH_HEAD.size, 0)
+        if len(head) < _BATCH_HEAD.size:
+            return None
+        first, length = _BATCH_HEAD.unpack(head)
+        if first == base_offset or not (
+                RECORD_BATCH_OVERHEAD_BYTES <= _BATCH_HEAD.size + length <= batch_bytes_max):
+            return None
+        data = fileio.pread(fd, _BATCH_HEAD.size + length, 0)
+    finally:
+        fileio.close(fd)
+    try:
+        result = codec.scan_batches(data, first, 0, 1 << 30, 0, verify_records=False,
+                                    stop_on_error=True)
+    except (CorruptRecordError, UnsupportedCompressionError):
+        return None
+    return first if result.batches == 1 else None
+
+
 class Segment(codec.SegmentState):
     """The kernel's `SegmentState` (size, next offset, max timestamp, in-memory indexes)
     plus the segment's files."""
@@ -60,7 +118,7 @@ class Segment(codec.SegmentState):
         self.offset_index_written = 0
         self.time_index_written = 0
         self.created_ms = 0
-        self.missing_indexes = ()  # index files `open` had to create
+        self.missing_indexes = ()  # index files `open` did not find
 
     # ------------------------------------------------------------------ files
 
@@ -86,26 +144,35 @@ class Segment(codec.SegmentState):
 
     @classmethod
     def open(cls, directory, base_offset, config, now_ms):
-        """Open existing segment files (creating missing index files) without reading them."""
+        """Open existing segment files and read the indexes into memory, without reading
+        the `.log` or creating anything: a missing index file is listed in
+        `missing_indexes`, and `create_missing_indexes` creates it once the log keeps the
+        segment."""
         segment = cls(directory, base_offset, config)
         segment.created_ms = now_ms
         try:
             segment.log_fd = fileio.open_file(segment.path(LOG_SUFFIX))
             segment.file_bytes = segment.size = fileio.file_size(segment.log_fd)
-            segment.index_fd, segment.offset_index, index_found = _open_index(
-                segment.path(INDEX_SUFFIX))
-            segment.time_index_fd, segment.time_index, time_index_found = _open_index(
+            segment.index_fd, segment.offset_index = _open_index(segment.path(INDEX_SUFFIX))
+            segment.time_index_fd, segment.time_index = _open_index(
                 segment.path(TIME_INDEX_SUFFIX))
             segment.missing_indexes = tuple(
-                suffix for suffix, found in ((INDEX_SUFFIX, index_found),
-                                             (TIME_INDEX_SUFFIX, time_index_found))
-                if not found)
+                suffix for suffix, fd in ((INDEX_SUFFIX, segment.index_fd),
+                                          (TIME_INDEX_SUFFIX, segment.time_index_fd))
+                if fd < 0)
             segment.offset_index_written = len(segment.offset_index)
             segment.time_index_written = len(segment.time_index)
         except OSError:
             segment.close()
             raise
         return segment
+
+    def create_missing_indexes(self):
+        """Create the (empty) index files `open` did not find."""
+        if self.index_fd < 0:
+            self.index_fd = fileio.open_file(self.path(INDEX_SUFFIX), create=True)
+        if self.time_index_fd < 0:
+            self.time_index_fd = fileio.open_file(self.path(TIME_INDEX_SUFFIX), create=True)
 
     def close(self):
         for name in ("log_fd", "index_fd", "time_index_fd"):
@@ -131,17 +198,19 @@ class Segment(codec.SegmentState):
 
     # ------------------------------------------------------------------ loading
 
-    def recover(self, latest_epoch):
-        """Rebuild the indexes by scanning the whole `.log` (kafka-facts §3.7) and cut the
-        file after the last valid batch. Returns the scan result (`.error` says why the scan
-        stopped early: a torn or corrupt tail; `.epochs` the leader epochs it started) and
-        whether all the bytes after the valid ones are zeros (space preallocated or
-        prefilled before a crash, not a torn write)."""
+    def scan(self, latest_epoch):
+        """Rebuild the in-memory state (indexes, end, max timestamp) by scanning the whole
+        `.log` (kafka-facts §3.7), writing nothing: `finish_scan` cuts the file after the
+        last valid batch and writes the indexes once the log has decided to keep the
+        segment. Returns the scan result (`.error` says why the scan stopped early: a torn,
+        corrupt or misplaced batch; `.epochs` the leader epochs it started) and whether all
+        the bytes after the valid ones are zeros (space preallocated or prefilled ahead of
+        the data, not a torn write)."""
         self.offset_index = bytearray()
         self.time_index = bytearray()
         self.bytes_since_index = 0
         self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
-        data = self._read_all()
+        data = fileio.pread(self.log_fd, self.file_bytes, 0) if self.file_bytes else b""
         # Stricter than Kafka's recovery, because kraftcore logs never have gaps: offsets
         # must continue without a gap from the segment's base, and leader epochs must not
         # go backwards, so a flipped base offset or epoch (outside the CRC) is caught too.
@@ -151,14 +220,26 @@ class Segment(codec.SegmentState):
             stop_on_error=True)
         self._take(result)
         self.size = result.valid_bytes
-        zero_tail = data.count(0, self.size) == len(data) - self.size
         self.next_offset = result.next_offset if result.batches else self.base_offset
+        zeros = len(data) - self.size
+        # Zeros after the data are space written ahead of it (prefill_bytes, preallocate),
+        # unless the log writes none and there are no more of them than a torn header
+        # could start with (its base offset's high bytes, then its length's): then they
+        # may be the first bytes of a batch whose write was cut short.
+        config = self.config
+        zero_tail = data.count(0, self.size) == zeros and (
+            config.preallocate or config.prefill_bytes
+            or zeros > _torn_header_zero_bytes(self.next_offset))
+        return result, zero_tail
+
+    def finish_scan(self):
+        """After `scan`: cut the file after the last valid batch and rewrite the indexes
+        (with the final time index entry of an inactive segment)."""
         if self.file_bytes > self.size:
             fileio.truncate(self.log_fd, self.size)
             self.file_bytes = self.size
         self._add_final_time_entry()
         self._rewrite_indexes()
-        return result, zero_tail
 
     def load(self):
         """Trust a segment that was closed cleanly: check its indexes (an error string when
@@ -200,9 +281,6 @@ class Segment(codec.SegmentState):
             self.offset_of_max_timestamp = self.base_offset + relative if last_ts >= 0 else -1
         if self.next_offset - 1 - self.base_offset > RELATIVE_OFFSET_MAX:
             raise CorruptRecordError("offsets overflow the segment", position)
-
-    def _read_all(self):
-        return fileio.pread(self.log_fd, self.size, 0) if self.size else b""
 
     # ------------------------------------------------------------------ writing
 
@@ -437,15 +515,15 @@ def _last_batch_start(view):
 
 
 def _open_index(path):
-    """(fd, content, whether the file existed); a missing file is created empty."""
+    """(fd, content) of an index file; (-1, empty) if there is none."""
     try:
-        fd, found = fileio.open_file(path), True
+        fd = fileio.open_file(path)
     except FileNotFoundError:
-        fd, found = fileio.open_file(path, create=True, exclusive=False), False
+        return -1, bytearray()
     try:
         size = fileio.file_size(fd)
         content = bytearray(fileio.pread(fd, size, 0)) if size else bytearray()
     except OSError:
         fileio.close(fd)
         raise
-    return fd, content, found
+    return fd, content
