@@ -42,3 +42,20 @@ NET_QUEUED_REQUESTS_MAX = 1024
 NET_SERVER_INFLIGHT_REQUESTS_MAX = 64
 # Connections one listener keeps open at once; more are closed as soon as they are accepted.
 NET_LISTENER_CONNECTIONS_MAX = 4096
+# Bytes a listener reads from one connection in one turn of the event loop (one recv): with
+# NET_SERVER_INFLIGHT_REQUESTS_MAX, what one connection can make the listener handle before
+# the others get their turn.
+NET_SERVER_READ_BYTES_MAX = 256 * 1024
+# Bytes of requests (read and not answered) a connection may always hold, even while the
+# node's `queued.max.request.bytes` is taken by other connections: small requests (the
+# quorum's Fetch and Vote, a broker's heartbeat, an admin probe) keep flowing while clients
+# hold the rest. A node holds at most that cap + this much per open connection.
+NET_CONNECTION_GUARANTEED_BYTES = 16 * 1024
+# A listener looks for idle connections every eighth of `connections.max.idle.ms`, within
+# these bounds: a connection without a request is closed after between 1 and 1.25 times
+# the setting (at most 60 s late).
+NET_IDLE_SWEEP_INTERVAL_MS_MIN = 10
+NET_IDLE_SWEEP_INTERVAL_MS_MAX = 30_000
+# Connections a listener refuses (over max.connections or max.connections.per.ip) are
+# logged in at most one line per this interval; the line counts the ones not logged.
+NET_REFUSAL_LOG_INTERVAL_MS = 1000

@@ -737,3 +737,61 @@ def test_snapshot_settings():
     c = config(CONTROLLER, metadata_log_max_record_bytes_between_snapshots="1000",
                metadata_log_max_snapshot_interval_ms="0")
     assert (c.snapshot_max_bytes, c.snapshot_interval_ms) == (1000, 0)
+
+
+# ------------------------------------------------------------------ listener limits
+
+
+def test_listener_limits_defaults():
+    c = NodeConfig.from_mapping(CONTROLLER)
+    assert c.socket_request_max_bytes == 100 * 1024 * 1024
+    assert c.max_connections == c.max_connections_per_ip == 2**31 - 1
+    assert c.connections_max_idle_ms == 600_000
+    # kraftcore's default, not Kafka's -1: the largest request, so memory has a bound
+    assert c.queued_max_request_bytes == c.socket_request_max_bytes
+    assert c.request_memory_bytes == 100 * 1024 * 1024
+    assert "queued.max.request.bytes" not in DEFAULTS
+    assert {"socket.request.max.bytes", "max.connections", "max.connections.per.ip",
+            "connections.max.idle.ms", "queued.max.request.bytes"} <= KNOWN_KEYS
+    assert c.listener_settings() == {
+        "max_frame_bytes": 100 * 1024 * 1024, "max_connections": 4096,
+        "max_connections_per_ip": 2**31 - 1, "connections_max_idle_ms": 600_000}
+
+
+def test_listener_limits_are_read():
+    c = config(BROKER, socket_request_max_bytes="1048576", max_connections="100",
+               max_connections_per_ip="10", connections_max_idle_ms="-1",
+               queued_max_request_bytes="4194304")
+    assert c.listener_settings() == {
+        "max_frame_bytes": 1048576, "max_connections": 100, "max_connections_per_ip": 10,
+        "connections_max_idle_ms": None}
+    assert c.request_memory_bytes == 4194304
+    # the default follows socket.request.max.bytes
+    assert config(BROKER, socket_request_max_bytes="1048576").request_memory_bytes == 1048576
+    for unlimited in ("-1", "0"):  # as in Kafka: no limit
+        assert config(BROKER, queued_max_request_bytes=unlimited).request_memory_bytes is None
+    assert config(BROKER, queued_max_request_bytes=str(2**40)).request_memory_bytes == 2**40
+
+
+def test_listener_limits_are_checked():
+    refused(CONTROLLER, "queued.max.request.bytes", "at least socket.request.max.bytes "
+            "(104857600)", "request of the largest size could never be read",
+            queued_max_request_bytes="1048576")
+    refused(CONTROLLER, "queued.max.request.bytes", "-1 (no limit)",
+            queued_max_request_bytes="-2")
+    refused(CONTROLLER, "queued.max.request.bytes", "at least socket.request.max.bytes "
+            "(209715200)", socket_request_max_bytes="209715200",
+            queued_max_request_bytes="104857600")
+    refused(CONTROLLER, "socket.request.max.bytes", "0 must be positive",
+            socket_request_max_bytes="0")
+    refused(CONTROLLER, "max.connections", "0 must be positive", max_connections="0")
+    refused(CONTROLLER, "max.connections.per.ip", "refuse every connection",
+            "max.connections.per.ip.overrides", "set a positive limit",
+            max_connections_per_ip="0")
+    refused(CONTROLLER, "max.connections.per.ip", "-1 must be >= 0",
+            max_connections_per_ip="-1")
+    refused(CONTROLLER, "connections.max.idle.ms", "-2 must be -1 (no limit)",
+            connections_max_idle_ms="-2")
+    refused(CONTROLLER, "max.connections", "out of range", max_connections="2147483648")
+    refused(CONTROLLER, "queued.max.request.bytes", "is not an integer",
+            queued_max_request_bytes="lots")

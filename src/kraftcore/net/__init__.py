@@ -3,7 +3,8 @@ kraftcore that touches sockets; the bytes it moves are `kraftcore.protocol.frami
 
 * `server`: `Listener`, a node's listening socket. It hands each request to a handler and
   writes the responses in request order; a connection that breaks the protocol is closed
-  alone, never the listener.
+  alone, never the listener. It bounds connections (in all, per address, idle time) and,
+  with `RequestMemory`, the bytes of requests read and not answered.
 * `client`: `Connection`, one client connection. It keeps correlation ids, a bounded number
   of requests in flight (more wait their turn), per-request timeouts, and fails every
   request with a clear error when the connection ends.
@@ -17,6 +18,6 @@ Guarantees, limits and errors: docs/net.md.
 from kraftcore.net.backoff import Backoff
 from kraftcore.net.client import Connection
 from kraftcore.net.pool import PeerPool
-from kraftcore.net.server import Listener
+from kraftcore.net.server import Listener, RequestMemory
 
-__all__ = ["Backoff", "Connection", "Listener", "PeerPool"]
+__all__ = ["Backoff", "Connection", "Listener", "PeerPool", "RequestMemory"]

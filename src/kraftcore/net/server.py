@@ -2,15 +2,42 @@
 request to the node's handler and writes the responses back (kafka-facts §6.1).
 
 `Listener` owns the listening socket and every connection it accepted; `close()` ends them
-all. Each connection keeps these rules:
+all. `RequestMemory` is the budget of request bytes that one or more listeners share (a
+node's `queued.max.request.bytes`). Each connection keeps these rules:
 
 * Responses go out in request order, even when handlers finish out of order (Kafka's
   guarantee to a client that pipelines). A response that is ready waits for the ones ahead
   of it.
-* At most `max_inflight_per_connection` requests are being handled (or waiting for the
-  responses ahead of them) at once. Past that, and while the socket's send buffer is full,
-  the connection is not read: a client that pipelines more, or never reads its responses,
-  is slowed down instead of growing memory.
+* Every request counts toward the connection's in-flight limit, ApiVersions and other
+  requests answered inline included: a request is in flight from the moment it is taken up
+  until its response is handed to the socket, and a response produced inline is handed
+  over at the end of the event-loop turn that produced it. So at most
+  `max_inflight_per_connection` requests of one connection are taken up per turn, and at
+  most `limits.NET_SERVER_READ_BYTES_MAX` bytes are read from it per turn: a connection
+  that pipelines thousands of requests in one read gets them handled over many turns, and
+  the other connections (the quorum's among them) get their turn in between.
+* Frames read but not taken up stay buffered and reading pauses. Reading also pauses while
+  the socket's send buffer is full: a client that pipelines more, or never reads its
+  responses, is slowed down instead of growing memory.
+* Request memory (`RequestMemory`): the bytes of requests read and not yet answered, partial
+  frames included, are counted against a budget. A frame counts its whole declared size from
+  the moment its 4-byte size has been read (the rest is reserved, and granted only if it
+  fits), so a frame that has begun always has room to finish and two large frames cannot
+  stall each other halfway. A connection reads only while it has room, and at most that
+  room; when the budget is spent, connections stop reading (they are not closed) and wait,
+  first come first served, for the bytes their next frame needs; reading resumes as
+  requests are answered or connections close. The first
+  `limits.NET_CONNECTION_GUARANTEED_BYTES` a connection holds are outside the budget's
+  limit: small requests flow while others hold the budget, a frame as large as the budget
+  fits once the others have given theirs back, and the total stays below the budget + that
+  much per connection.
+* Connection limits: at most `max_connections` open connections, at most
+  `max_connections_per_ip` from one address; a connection beyond either is closed as soon as
+  it is accepted, and the open ones keep working. Refusals are logged at most once per
+  `limits.NET_REFUSAL_LOG_INTERVAL_MS`, with a count of the ones not logged.
+* Idle connections: with `connections_max_idle_ms`, a connection on which no request was
+  taken up for that long, and which has no request being handled, is closed. One periodic
+  sweep per listener checks every connection; a request only bumps a counter.
 * A connection whose bytes break the protocol is closed alone; the listener and every
   other connection keep going. That covers a frame size outside [0, max_frame_bytes], a
   header or body that does not decode, an API key this listener does not serve, an API
@@ -37,6 +64,8 @@ import collections
 import functools
 import inspect
 import logging
+import struct
+import sys
 
 from kraftcore import limits
 from kraftcore.errors import ListenError, ProtocolError, UnsupportedVersionError
@@ -51,6 +80,19 @@ _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
 # more than this many bytes are held back: past it they are written at once, so that a full
 # send buffer pauses the connection before the next request is handled.
 _CORK_BYTES = 64 * 1024
+_READ_BYTES = limits.NET_SERVER_READ_BYTES_MAX
+_GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES
+# A frame at least this big that fills the connection's buffer exactly is handed to the
+# decoder without being copied out of it.
+_HANDOVER_BYTES = 64 * 1024
+_SIZE = struct.Struct(">i")
+_size_at = _SIZE.unpack_from
+
+
+def _pooled(held):
+    """The part of a connection's `held` bytes that counts against the request memory's
+    limit: what lies beyond its guaranteed bytes."""
+    return held - _GUARANTEED_BYTES if held > _GUARANTEED_BYTES else 0
 
 
 def _check_positive(name, value):
@@ -58,14 +100,103 @@ def _check_positive(name, value):
         raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
+def _check_optional(name, value, minimum):
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or value < minimum):
+        raise ValueError(f"{name} must be None (no limit) or an integer >= {minimum}, "
+                         f"not {value!r}")
+
+
+class RequestMemory:
+    """The bytes of requests read and not yet answered (partial frames included, each
+    counted at its declared size), shared by the listeners given it: a node's
+    `queued.max.request.bytes`. `max_bytes` None counts without a limit.
+
+    `used_bytes` is everything the connections hold. The limit applies to what each holds
+    beyond its `limits.NET_CONNECTION_GUARANTEED_BYTES`, so `used_bytes` stays below
+    `max_bytes` + those bytes per connection, and a frame of up to `max_bytes` always fits
+    once the others have given theirs back (the guaranteed bytes of connections that wait
+    do not stand in its way). Connections that wait for room are served first come, first
+    served; see the module docstring for the rules."""
+
+    def __init__(self, max_bytes=None):
+        _check_optional("max_bytes", max_bytes, 1)
+        self.max_bytes = max_bytes
+        self._max = sys.maxsize if max_bytes is None else max_bytes
+        self.used_bytes = 0
+        self._pooled = 0  # the sum of _pooled(held) over the connections: kept <= _max
+        self._waiting = collections.deque()  # connections waiting for room, oldest first
+        self._wake_scheduled = False
+
+    def __repr__(self):
+        return (f"<RequestMemory {self.used_bytes} of {self.max_bytes} bytes, "
+                f"{self.waiting_count} waiting>")
+
+    @property
+    def waiting_count(self):
+        """Connections that stopped reading until room is released."""
+        return sum(1 for conn in self._waiting if conn._waiting_memory)
+
+    def _room(self, held):
+        """Bytes a connection holding `held` may read now: its guaranteed bytes left, and
+        the room under the limit unless others wait for it (they come first)."""
+        room = 0 if self._waiting else max(self._max - self._pooled, 0)
+        if held < _GUARANTEED_BYTES:
+            return (_GUARANTEED_BYTES - held) + room
+        return room
+
+    def _fits(self, held, want, first=False):
+        """Whether a connection holding `held` may take `want` more bytes now: within its
+        guaranteed bytes always; beyond them if they fit under the limit and nobody waits
+        ahead of it (`first`: it is the oldest waiting)."""
+        beyond = _pooled(held + want) - _pooled(held)
+        if not beyond:
+            return True
+        if self._waiting and not first:
+            return False
+        return beyond <= self._max - self._pooled
+
+    def _released(self):
+        if self._waiting and not self._wake_scheduled:
+            # Woken in a turn of their own: a release happens in the middle of taking up
+            # another connection's frames, which must not run into the waiters' code.
+            self._wake_scheduled = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self):
+        self._wake_scheduled = False
+        waiting = self._waiting
+        while waiting:
+            conn = waiting[0]
+            if not conn._waiting_memory:  # closed meanwhile
+                waiting.popleft()
+                continue
+            if not self._fits(conn._held, conn._memory_want, first=True):
+                break
+            waiting.popleft()
+            conn._on_memory()
+
+
 class Listener:
     """A listening socket and its connections. Start one with `await Listener.start(...)`."""
 
     def __init__(self, handler, *, max_frame_bytes, max_inflight_per_connection,
-                 max_connections, api_keys, handle_api_versions, name):
+                 max_connections, max_connections_per_ip, connections_max_idle_ms, memory,
+                 api_keys, handle_api_versions, name):
         _check_positive("max_frame_bytes", max_frame_bytes)
         _check_positive("max_inflight_per_connection", max_inflight_per_connection)
         _check_positive("max_connections", max_connections)
+        _check_optional("max_connections_per_ip", max_connections_per_ip, 1)
+        _check_optional("connections_max_idle_ms", connections_max_idle_ms, 0)
+        if memory is None:
+            memory = RequestMemory(max_frame_bytes)
+        elif not isinstance(memory, RequestMemory):
+            raise TypeError(f"memory must be a RequestMemory, not {type(memory).__name__}")
+        if memory.max_bytes is not None and memory.max_bytes < max_frame_bytes:
+            raise ValueError(f"the request memory ({memory.max_bytes} bytes) must hold at "
+                             f"least one frame of max_frame_bytes ({max_frame_bytes}), or a "
+                             "request of that size could never be read; raise it or lower "
+                             "max_frame_bytes")
         if api_keys is None:
             served = dict(API_BY_KEY)
         else:
@@ -81,30 +212,46 @@ class Listener:
         self.max_frame_bytes = max_frame_bytes
         self.max_inflight_per_connection = max_inflight_per_connection
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.memory = memory
         self.handle_api_versions = handle_api_versions
         self.host = None
         self.port = None
         self._served = dict(sorted(served.items()))
         self._advertised = [(key, *api.valid_versions) for key, api in self._served.items()]
-        self._api_versions_bodies = {}
+        self._api_versions_frames = {}
         self._server = None
         self._connections = set()
+        self._per_ip = {}  # host -> open connections from it
         self._tasks = set()  # handler tasks this listener created and must see finish
         self._closing = False
         self._all_closed = None
+        # One read buffer for every connection: a read is taken up, or what remains of it
+        # copied into the connection's own buffer, before the next connection reads.
+        self._read_buffer = bytearray(_READ_BYTES)
+        self._read_view = memoryview(self._read_buffer)
+        self._sweep_handle = None
+        self._refusal_log_at = 0.0
+        self._refusals_unlogged = 0
 
     @classmethod
     async def start(cls, host, port, handler, *, max_frame_bytes=limits.FRAME_BYTES_MAX,
                     max_inflight_per_connection=limits.NET_SERVER_INFLIGHT_REQUESTS_MAX,
-                    max_connections=limits.NET_LISTENER_CONNECTIONS_MAX, api_keys=None,
-                    handle_api_versions=True, name="kraftcore"):
+                    max_connections=limits.NET_LISTENER_CONNECTIONS_MAX,
+                    max_connections_per_ip=None, connections_max_idle_ms=None, memory=None,
+                    api_keys=None, handle_api_versions=True, name="kraftcore"):
         """Listen on `host`:`port` (port 0: a free port, see `.port`). `api_keys` limits the
         APIs served and advertised (default: every API kraftcore implements; ApiVersions is
-        always served). `name` prefixes the log lines."""
+        always served). `max_connections_per_ip` and `connections_max_idle_ms` None: no
+        limit. `memory`: a `RequestMemory` shared with other listeners (default: one of this
+        listener's own, of `max_frame_bytes`). `name` prefixes the log lines."""
         self = cls(handler, max_frame_bytes=max_frame_bytes,
                    max_inflight_per_connection=max_inflight_per_connection,
-                   max_connections=max_connections, api_keys=api_keys,
-                   handle_api_versions=handle_api_versions, name=name)
+                   max_connections=max_connections,
+                   max_connections_per_ip=max_connections_per_ip,
+                   connections_max_idle_ms=connections_max_idle_ms, memory=memory,
+                   api_keys=api_keys, handle_api_versions=handle_api_versions, name=name)
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(lambda: _ServerConnection(self), host, port)
@@ -113,6 +260,8 @@ class Listener:
                               f"{exc.strerror or exc}; choose another port or stop the "
                               "process that holds this one", (host, port)) from exc
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
+        if connections_max_idle_ms is not None:
+            self._schedule_sweep()
         return self
 
     def __repr__(self):
@@ -133,27 +282,106 @@ class Listener:
         """[(api key, min version, max version)] this listener serves and advertises."""
         return list(self._advertised)
 
-    def _api_versions_body(self, version):
-        body = self._api_versions_bodies.get(version)
-        if body is None:
+    def _api_versions_frame(self, version, correlation_id):
+        """The ApiVersions answer at `version`: encoded once, then only the correlation id
+        (the first field of every response header) changes."""
+        frame = self._api_versions_frames.get(version)
+        if frame is None:
             cls = API_BY_KEY[_API_VERSIONS_KEY].response
             body = cls(error_code=0, throttle_time_ms=0, api_keys=[
                 cls.ApiVersion(api_key=key, min_version=low, max_version=high)
                 for key, low, high in self._advertised])
-            self._api_versions_bodies[version] = body
-        return body
+            frame = framing.encode_response(body, version, 0)
+            self._api_versions_frames[version] = frame
+        return b"".join((frame[:4], _SIZE.pack(correlation_id), frame[8:]))
+
+    # ------------------------------------------------------------------ admission
+
+    def _admit(self, conn):
+        """True if `conn` may stay open (and is now counted), False if it must be closed."""
+        if self._closing:
+            return False
+        host = conn.peer[0]
+        if len(self._connections) >= self.max_connections:
+            self._log_refusal(conn.peer, f"already {len(self._connections)} connections open "
+                                         "(max_connections)")
+            return False
+        count = self._per_ip.get(host, 0)
+        if self.max_connections_per_ip is not None and count >= self.max_connections_per_ip:
+            self._log_refusal(conn.peer, f"already {count} connections from {host} "
+                                         "(max_connections_per_ip)")
+            return False
+        self._per_ip[host] = count + 1
+        self._connections.add(conn)
+        return True
+
+    def _log_refusal(self, peer, why):
+        now = asyncio.get_running_loop().time()
+        if now < self._refusal_log_at:
+            self._refusals_unlogged += 1
+            return
+        more = self._refusals_unlogged
+        self._refusals_unlogged = 0
+        self._refusal_log_at = now + limits.NET_REFUSAL_LOG_INTERVAL_MS / 1000
+        log.warning("%s: refused the connection from %s:%s: %s%s", self.name, *peer, why,
+                    f" ({more} more refused since the last such line)" if more else "")
 
     def _connection_closed(self, conn):
-        self._connections.discard(conn)
+        if conn in self._connections:
+            self._connections.discard(conn)
+            host = conn.peer[0]
+            count = self._per_ip.get(host, 0) - 1
+            if count > 0:
+                self._per_ip[host] = count
+            else:
+                self._per_ip.pop(host, None)
         if not self._connections and self._all_closed is not None \
                 and not self._all_closed.done():
             self._all_closed.set_result(None)
+
+    # ------------------------------------------------------------------ idle connections
+
+    def _schedule_sweep(self):
+        interval_ms = min(max(self.connections_max_idle_ms // 8,
+                              limits.NET_IDLE_SWEEP_INTERVAL_MS_MIN),
+                          limits.NET_IDLE_SWEEP_INTERVAL_MS_MAX)
+        self._sweep_handle = asyncio.get_running_loop().call_later(interval_ms / 1000,
+                                                                    self._sweep)
+
+    def _sweep(self):
+        """Close the connections without a request since `connections_max_idle_ms`. A
+        connection that took up a request since the last sweep, or has one being handled,
+        starts its idle time again at this sweep, so none is closed early."""
+        self._sweep_handle = None
+        if self._closing:
+            return
+        now = asyncio.get_running_loop().time()
+        idle_s = self.connections_max_idle_ms / 1000
+        expired = []
+        for conn in self._connections:
+            if conn._requests != conn._requests_seen or conn._slots:
+                conn._requests_seen = conn._requests
+                conn._idle_since = now
+            elif now - conn._idle_since >= idle_s:
+                expired.append(conn)
+        if expired:
+            shown = ", ".join(f"{h}:{p}" for h, p in (c.peer for c in expired[:5]))
+            log.info("%s: closing %d connection(s) with no request for %d ms "
+                     "(connections_max_idle_ms): %s%s", self.name, len(expired),
+                     self.connections_max_idle_ms, shown,
+                     ", ..." if len(expired) > 5 else "")
+            for conn in expired:
+                conn.abort()
+        self._schedule_sweep()
 
     async def close(self):
         """Stop listening, close every connection (handlers still running on them are
         cancelled) and return once all of it is done. Idempotent."""
         if not self._closing:
             self._closing = True
+            if self._sweep_handle is not None:
+                self._sweep_handle.cancel()
+                self._sweep_handle = None
             self._all_closed = asyncio.get_running_loop().create_future()
             if not self._connections:
                 self._all_closed.set_result(None)
@@ -167,9 +395,10 @@ class Listener:
 
 
 class _Slot:
-    """A request whose response is not written yet: `frame` is set once it is ready."""
+    """A request whose response is not written yet: `frame` is set once it is ready.
+    `charge`: the request's bytes counted in the request memory until it is answered."""
 
-    __slots__ = ("request", "future", "owned", "callback", "frame")
+    __slots__ = ("request", "future", "owned", "callback", "frame", "charge")
 
     def __init__(self, request, future, owned):
         self.request = request
@@ -177,18 +406,34 @@ class _Slot:
         self.owned = owned
         self.callback = None
         self.frame = None
+        self.charge = 0
 
 
-class _ServerConnection(asyncio.Protocol):
-    """One accepted connection (see the module docstring for its rules)."""
+class _ServerConnection(asyncio.BufferedProtocol):
+    """One accepted connection (see the module docstring for its rules).
+
+    Input: reads land in the listener's shared buffer and are taken up from there; what is
+    not taken up (whole frames that must wait, a partial frame) is kept in `_in`. `_held`
+    is what this connection counts in the request memory: the bytes in `_in`, the reserved
+    rest of its partial frame (`_reserved`) and its requests in flight (`_Slot.charge`)."""
 
     def __init__(self, listener):
         self._listener = listener
-        self._decoder = framing.FrameDecoder(listener.max_frame_bytes)
+        self._memory = listener.memory
         self._transport = None
         self.peer = ("?", 0)
         self._slots = collections.deque()  # requests in order, answered or not
-        self._backlog = collections.deque()  # frames read but not dispatched (while busy)
+        self._in = None  # bytearray of input not taken up yet, or None
+        self._reserved = 0  # bytes of the partial frame in `_in` counted but not read yet
+        self._held = 0
+        self._inline = 0  # requests answered inline in this turn (in flight until its end)
+        self._frames_waiting = False  # whole frames in `_in` that could not be taken up
+        self._turn_scheduled = False
+        self._waiting_memory = False
+        self._memory_want = 0
+        self._requests = 0  # requests taken up, ever (the idle sweep compares it)
+        self._requests_seen = 0
+        self._idle_since = 0.0
         self._out = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -204,23 +449,16 @@ class _ServerConnection(asyncio.Protocol):
         if peer:
             self.peer = tuple(peer[:2])
         listener = self._listener
-        if listener._closing:
+        if not listener._admit(self):
             self._closed = True
             transport.abort()
             return
-        if len(listener._connections) >= listener.max_connections:
-            self._closed = True
-            log.warning("%s: refused the connection from %s:%s: already %d connections open "
-                        "(max_connections)", listener.name, *self.peer,
-                        len(listener._connections))
-            transport.abort()
-            return
-        listener._connections.add(self)
+        self._idle_since = asyncio.get_running_loop().time()
 
     def connection_lost(self, exc):
         self._closed = True
         self._cancel_handlers()
-        self._backlog.clear()
+        self._free_input()
         self._listener._connection_closed(self)
 
     def eof_received(self):
@@ -235,38 +473,193 @@ class _ServerConnection(asyncio.Protocol):
         self._advance()
         self._flush()
 
-    def data_received(self, data):
+    def get_buffer(self, sizehint):
+        """Where the next read lands: the listener's buffer, as much of it as this
+        connection may read now (the rest of its reserved frame, or the room it has)."""
+        n = self._reserved  # the rest of a frame already counted, and no further
+        if not n:
+            n = self._memory._room(self._held)
+            if n < 4:
+                # No room: read the next frame's size anyway (that much past the limit), to
+                # know what to wait for. `_in` holds at most a part of that size here.
+                # (at least 1: `_in` holds a whole size only once that frame is counted)
+                n = max(4 - (len(self._in) if self._in is not None else 0), 1)
+        if n >= _READ_BYTES:
+            return self._listener._read_view
+        return self._listener._read_view[:n]
+
+    def buffer_updated(self, nbytes):
         if self._closed:
             return
-        try:
-            frames = self._decoder.feed(data)
-        except ProtocolError as exc:
-            self._fail(f"bad frame: {exc}")
-            return
-        backlog = self._backlog
-        for frame in frames:
-            if backlog or self._busy():
-                backlog.append(frame)
+        self._inline = 0  # a read starts a turn of this connection
+        view = self._listener._read_view
+        data = self._in
+        if data is None:
+            self._frames_waiting = False
+            pos = self._take_up(view, 0, nbytes, False)
+            if self._closed:
+                return
+            if pos < nbytes:
+                self._in = bytearray(view[pos:nbytes])
+                self._charge(nbytes - pos)
+        else:
+            reserved = self._reserved
+            if nbytes <= reserved:
+                self._reserved = reserved - nbytes
             else:
-                self._dispatch(frame)
-                if self._closed:
-                    return
-        if backlog or self._busy():
-            self._pause_reading()
+                self._reserved = 0
+                self._charge(nbytes - reserved)
+            data += view[:nbytes]
+            self._drain()
+            if self._closed:
+                return
+        self._settle()
         self._flush()
 
-    # ------------------------------------------------------------------ requests
+    # ------------------------------------------------------------------ input
+
+    def _take_up(self, buf, pos, end, charged):
+        """Take up the whole frames of `buf[pos:end]` while the in-flight limit allows; the
+        position of the first byte not taken up. `charged`: whether the frames are counted
+        in the request memory already."""
+        max_frame = self._listener.max_frame_bytes
+        limit = self._listener.max_inflight_per_connection
+        slots = self._slots
+        while end - pos >= 4:
+            size = _size_at(buf, pos)[0]
+            if size < 0 or size > max_frame:
+                self._fail(f"bad frame: frame size {size} is outside [0, {max_frame}]")
+                return end
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            if self._writing_paused or len(slots) + self._inline >= limit:
+                self._frames_waiting = True
+                break
+            frame = bytes(buf[pos + 4:stop])
+            pos = stop
+            self._dispatch(frame, 4 + size if charged else 0)
+            if self._closed:
+                return end
+        return pos
+
+    def _drain(self):
+        """Take up what `_in` holds, as far as allowed."""
+        self._frames_waiting = False
+        data = self._in
+        if data is None:
+            return
+        end = len(data)
+        if end >= _HANDOVER_BYTES and _size_at(data, 0)[0] + 4 == end and not self._busy():
+            # One large frame (its size was checked when it began) and nothing else: the
+            # decoder gets the buffer itself, not a copy.
+            self._in = None
+            self._dispatch(memoryview(data)[4:], end)
+            return
+        with memoryview(data) as view:
+            pos = self._take_up(view, 0, end, True)
+        if self._closed:
+            return
+        if pos >= end:
+            self._in = None
+        elif pos:
+            del data[:pos]
 
     def _busy(self):
         return self._writing_paused or \
-            len(self._slots) >= self._listener.max_inflight_per_connection
+            len(self._slots) + self._inline >= self._listener.max_inflight_per_connection
+
+    def _settle(self):
+        """After input was taken up: read on, or pause (frames wait for their turn, or
+        for request memory)."""
+        if self._closed or self._waiting_memory:
+            return
+        if self._frames_waiting or self._busy():
+            self._pause_reading()
+            if self._inline and not self._writing_paused and not self._turn_scheduled:
+                # The turn's share is used up: the rest waits for the next turn.
+                self._turn_scheduled = True
+                asyncio.get_running_loop().call_soon(self._next_turn)
+            return
+        if not self._reserved:
+            memory = self._memory
+            data = self._in
+            if data is not None and len(data) >= 4:
+                want = _size_at(data, 0)[0] + 4 - len(data)  # the rest of a partial frame
+                if memory._fits(self._held, want):
+                    self._charge(want)
+                    self._reserved = want
+                else:
+                    self._wait_for_memory(want)
+                    return
+        if self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def _next_turn(self):
+        self._turn_scheduled = False
+        if self._closed:
+            return
+        self._inline = 0
+        self._drain()
+        self._settle()
+        self._flush()
 
     def _pause_reading(self):
         if not self._reading_paused and not self._closed:
             self._reading_paused = True
             self._transport.pause_reading()
 
-    def _dispatch(self, frame):
+    # ------------------------------------------------------------------ request memory
+
+    def _charge(self, n):
+        held = self._held
+        self._held = held + n
+        memory = self._memory
+        memory.used_bytes += n
+        memory._pooled += _pooled(held + n) - _pooled(held)
+
+    def _release(self, n):
+        if n and not self._closed:
+            held = self._held
+            self._held = held - n
+            memory = self._memory
+            memory.used_bytes -= n
+            memory._pooled += _pooled(held - n) - _pooled(held)
+            memory._released()
+
+    def _wait_for_memory(self, want):
+        self._pause_reading()
+        self._waiting_memory = True
+        self._memory_want = want
+        self._memory._waiting.append(self)
+
+    def _on_memory(self):
+        """The request memory has room for the rest of this connection's frame."""
+        self._waiting_memory = False
+        want = self._memory_want
+        self._charge(want)
+        self._reserved = want
+        self._settle()
+
+    def _free_input(self):
+        """Drop the input and give back everything this connection counted."""
+        self._waiting_memory = False
+        self._in = None
+        self._reserved = 0
+        held, self._held = self._held, 0
+        if held:
+            memory = self._memory
+            memory.used_bytes -= held
+            memory._pooled -= _pooled(held)
+            memory._released()
+
+    # ------------------------------------------------------------------ requests
+
+    def _dispatch(self, frame, charged):
+        """Take up one request. `charged`: its bytes counted in the request memory (0 when
+        it never waited)."""
+        self._requests += 1
         listener = self._listener
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
@@ -283,6 +676,7 @@ class _ServerConnection(asyncio.Protocol):
             request = framing.decode_request(frame)
         except UnsupportedVersionError:
             if api_key == _API_VERSIONS_KEY:
+                self._release(charged)
                 self._respond(framing.unsupported_api_versions_response(
                     correlation_id, listener._advertised))
                 return
@@ -298,8 +692,8 @@ class _ServerConnection(asyncio.Protocol):
             self._fail(None)
             return
         if api_key == _API_VERSIONS_KEY and listener.handle_api_versions:
-            self._respond(framing.encode_response(
-                listener._api_versions_body(version), version, correlation_id))
+            self._release(charged)
+            self._respond(listener._api_versions_frame(version, correlation_id))
             return
         try:
             result = listener.handler(request, self.peer)
@@ -309,6 +703,7 @@ class _ServerConnection(asyncio.Protocol):
             self._fail(None)
             return
         if isinstance(result, Message):
+            self._release(charged)
             frame = self._encode(request, result)
             if frame is not None:
                 self._respond(frame)
@@ -317,6 +712,9 @@ class _ServerConnection(asyncio.Protocol):
             slot = _Slot(request, future, future is not result)
             if slot.owned:
                 listener._tasks.add(future)
+            slot.charge = 4 + len(frame)
+            if not charged:
+                self._charge(slot.charge)
             self._slots.append(slot)
             slot.callback = functools.partial(self._on_handler_done, slot)
             future.add_done_callback(slot.callback)
@@ -340,12 +738,14 @@ class _ServerConnection(asyncio.Protocol):
             return None
 
     def _respond(self, frame):
-        """Send `frame` now if nothing is ahead of it, else when its turn comes."""
+        """Send `frame` now if nothing is ahead of it, else when its turn comes. An answer
+        that leaves now counts as in flight until the end of this turn."""
         if self._slots:
             slot = _Slot(None, None, False)
             slot.frame = frame
             self._slots.append(slot)
         else:
+            self._inline += 1
             self._write(frame)
 
     def _write(self, frame):
@@ -382,6 +782,8 @@ class _ServerConnection(asyncio.Protocol):
         if frame is None:
             return
         slot.frame = frame
+        charge, slot.charge = slot.charge, 0
+        self._release(charge)
         self._advance()
         if not self._slots:
             # Nothing else is awaited on this connection: the answer leaves now, ahead of
@@ -398,12 +800,11 @@ class _ServerConnection(asyncio.Protocol):
         slots = self._slots
         while slots and slots[0].frame is not None:
             self._write(slots.popleft().frame)
-        backlog = self._backlog
-        while backlog and not self._busy() and not self._closed:
-            self._dispatch(backlog.popleft())
-        if self._reading_paused and not backlog and not self._busy() and not self._closed:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        if self._closed:
+            return
+        if self._in is not None:
+            self._drain()
+        self._settle()
 
     def _flush(self):
         self._flush_scheduled = False
@@ -435,15 +836,16 @@ class _ServerConnection(asyncio.Protocol):
             log.warning("%s: closing the connection from %s:%s: %s", self._listener.name,
                         *self.peer, reason)
         self._flush()
+        self._free_input()
         self._closed = True
-        self._backlog.clear()
         self._cancel_handlers()
         self._transport.close()
 
     def abort(self):
-        """Close at once, dropping unsent responses (the listener is closing)."""
+        """Close at once, dropping unsent responses (the listener is closing, or the
+        connection was idle too long)."""
+        self._free_input()
         self._closed = True
-        self._backlog.clear()
         self._cancel_handlers()
         self._out = []
         self._out_bytes = 0

@@ -17,13 +17,15 @@ Kafka only warns about them too, so the node driver should log them and go on.
 
 A `NodeConfig` is frozen. `with_overrides({key: value})` gives a new one (`--set KEY=VALUE`),
 checked again in full. `raft_config()` and `controller_config(cluster_id)` convert it to the
-settings objects of the Raft core and of the controller.
+settings objects of the Raft core and of the controller; `listener_settings()` and
+`request_memory_bytes` give the limits of the node's listeners.
 """
 
 import dataclasses
 import os
 import re
 
+from kraftcore import limits
 from kraftcore.controller.config import ControllerConfig
 from kraftcore.errors import ConfigError
 from kraftcore.log.meta_properties import node_directories, parse_properties
@@ -72,7 +74,17 @@ _NUMBERS = (
     ("num.partitions", "num_partitions", "INT", 1, 1),
     ("default.replication.factor", "default_replication_factor", "INT", 1, 1),
     ("min.insync.replicas", "min_insync_replicas", "INT", 1, 1),
+    # The listeners (kafka-facts §6.1; Kafka's SocketServerConfigs). Kafka also accepts
+    # max.connections=0, which would refuse every peer; connections.max.idle.ms -1 turns the
+    # idle timeout off.
+    ("socket.request.max.bytes", "socket_request_max_bytes", "INT", 100 * 1024 * 1024, 1),
+    ("max.connections", "max_connections", "INT", INT32_MAX, 1),
+    ("max.connections.per.ip", "max_connections_per_ip", "INT", INT32_MAX, 0),
+    ("connections.max.idle.ms", "connections_max_idle_ms", "LONG", 600_000, -1),
 )
+# queued.max.request.bytes is not in _NUMBERS: its default is kraftcore's own (the value of
+# socket.request.max.bytes, where Kafka's is -1, no limit), see NodeConfig.
+_QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
 _BOOLEANS = (("unclean.leader.election.enable", "unclean_leader_election_enable", False),)
 
 DEFAULTS = {
@@ -83,7 +95,8 @@ DEFAULTS = {
     **{key: str(default) for key, _, _, default, _ in _NUMBERS},
     **{key: str(default).lower() for key, _, default in _BOOLEANS},
 }
-"""Kafka's default of every key that has one (as the text a file would hold)."""
+"""Kafka's default of every key that has one (as the text a file would hold); not
+queued.max.request.bytes, whose default in kraftcore is socket.request.max.bytes."""
 
 # The key each field comes from, for error messages.
 _KEY_OF = {
@@ -96,6 +109,7 @@ _KEY_OF = {
     "listener_security_protocol_map": "listener.security.protocol.map",
     "log_dirs": "log.dirs", "metadata_log_dir": "metadata.log.dir",
     **{field: key for key, field, _, _, _ in _NUMBERS},
+    "queued_max_request_bytes": _QUEUED_MAX_REQUEST_BYTES,
     **{field: key for key, field, _ in _BOOLEANS},
 }
 KNOWN_KEYS = frozenset(_KEY_OF.values()) | {"broker.id", "log.dir", "security.inter.broker.protocol"}
@@ -157,6 +171,12 @@ class NodeConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+    connections_max_idle_ms: int = 600_000
+    # None: socket_request_max_bytes (kraftcore's default; Kafka's is -1, no limit)
+    queued_max_request_bytes: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
     # sorted (key, value) text of every key given
     originals: tuple = dataclasses.field(default=(), repr=False)
@@ -230,6 +250,8 @@ class NodeConfig:
     def __post_init__(self):
         if self.metadata_log_dir is None and self.log_dirs:
             object.__setattr__(self, "metadata_log_dir", self.log_dirs[0])
+        if self.queued_max_request_bytes is None:
+            object.__setattr__(self, "queued_max_request_bytes", self.socket_request_max_bytes)
         _check_types(self)
         _check_values(self)
         _check_listeners(self)
@@ -369,6 +391,26 @@ class NodeConfig:
         """`LogConfig` settings for the metadata log (`FileRaftStorage.open(path, **them)`)."""
         return {"segment_bytes": self.metadata_log_segment_bytes,
                 "segment_ms": self.metadata_log_segment_ms}
+
+    @property
+    def request_memory_bytes(self):
+        """`queued.max.request.bytes` as the node's `kraftcore.net.RequestMemory` takes it:
+        None when it is -1 or 0 (no limit, as in Kafka)."""
+        value = self.queued_max_request_bytes
+        return value if value > 0 else None
+
+    def listener_settings(self):
+        """Keyword arguments of `kraftcore.net.Listener.start` for each of the node's
+        listeners: the largest request, the connection limits (`max.connections` within
+        kraftcore's own cap of `limits.NET_LISTENER_CONNECTIONS_MAX` per listener) and the
+        idle timeout (None: off). The request memory they share is the node's own
+        (`RequestMemory(config.request_memory_bytes)`)."""
+        idle_ms = self.connections_max_idle_ms
+        return {"max_frame_bytes": self.socket_request_max_bytes,
+                "max_connections": min(self.max_connections,
+                                       limits.NET_LISTENER_CONNECTIONS_MAX),
+                "max_connections_per_ip": self.max_connections_per_ip,
+                "connections_max_idle_ms": idle_ms if idle_ms >= 0 else None}
 
 
 def parse_override(text):
@@ -544,6 +586,9 @@ def _parse(texts):
     for key, field, java_type, _default, _minimum in _NUMBERS:
         if key in texts:
             fields[field] = _integer(key, texts[key], java_type)
+    if _QUEUED_MAX_REQUEST_BYTES in texts:
+        fields["queued_max_request_bytes"] = _integer(
+            _QUEUED_MAX_REQUEST_BYTES, texts[_QUEUED_MAX_REQUEST_BYTES], "LONG")
     for key, field, _default in _BOOLEANS:
         if key in texts:
             fields[field] = _boolean(key, texts[key])
@@ -603,6 +648,18 @@ def _check_values(config):
               f"{config.metadata_log_segment_bytes} is below metadata.log.segment.min.bytes "
               f"({config.metadata_log_segment_min_bytes}): a segment must hold the largest "
               "metadata batch")
+    if config.max_connections_per_ip == 0:
+        _fail("max.connections.per.ip", "0 would refuse every connection (Kafka allows it "
+              "only with max.connections.per.ip.overrides, which kraftcore does not read); "
+              "set a positive limit")
+    queued, frame = config.queued_max_request_bytes, config.socket_request_max_bytes
+    if queued < -1 or 0 < queued < frame:
+        _fail(_QUEUED_MAX_REQUEST_BYTES,
+              f"{queued} must be -1 (no limit) or at least socket.request.max.bytes ({frame}), "
+              "or a request of the largest size could never be read; raise it, or lower "
+              "socket.request.max.bytes")
+    if queued > INT64_MAX:
+        _fail(_QUEUED_MAX_REQUEST_BYTES, f"{queued} is out of range for a Java long")
 
     if not config.log_dirs:
         _fail("log.dirs", "empty; list at least one directory")
