@@ -261,3 +261,14 @@ class RequestQueueFullError(NetworkError):
     """Too many requests already wait to be sent to this peer (`max_queued`); this one was
     dropped unsent. Send less often or wait for responses; the limit keeps a slow peer from
     growing an unbounded queue."""
+
+
+# ------------------------------------------------------------------------------ raft
+
+
+class RaftEpochExhaustedError(RaftStateError):
+    """The node would need a leader epoch above `kraftcore.limits.RAFT_EPOCH_MAX` (its next
+    election, or an epoch it stored earlier): the quorum has spent its epoch space and can
+    elect no leader any more. The node stops. Its committed metadata is intact; move it to
+    a newly formatted quorum (load the latest snapshot there), since no Kafka-compatible log
+    can carry a larger epoch."""

@@ -59,3 +59,28 @@ NET_IDLE_SWEEP_INTERVAL_MS_MAX = 30_000
 # Connections a listener refuses (over max.connections or max.connections.per.ip) are
 # logged in at most one line per this interval; the line counts the ones not logged.
 NET_REFUSAL_LOG_INTERVAL_MS = 1000
+
+# ------------------------------------------------------------------------------ raft epochs
+# A leader epoch is an int32 in every Raft RPC, in quorum-state and in every record batch
+# header (kafka-facts §2, §4.2, §6.3); each candidacy spends one (epoch + 1). Unit: epochs
+# (elections). `kraftcore.raft` keeps every epoch it stores, sends or adopts within these
+# bounds; docs/raft.md ("Epochs and ids from other nodes") gives the reasoning.
+#
+# The largest epoch a node ever stores or accepts: one below the int32 maximum, which could
+# never be followed by a larger epoch. A node whose next election would need an epoch above
+# it has exhausted the epoch space and stops (RaftEpochExhaustedError).
+RAFT_EPOCH_MAX = 2**31 - 2
+# The largest epoch one message can move a node to in a single jump: half the epoch space.
+# Below it a node adopts any epoch it hears of, as Kafka does (a voter that was away for
+# many elections catches up at once); so a quorum pushed here by one accepted message
+# (say, one that forges a voter's id) keeps 2**30 - 2 elections.
+RAFT_EPOCH_ACCEPTED_MAX = 2**30
+# Above RAFT_EPOCH_ACCEPTED_MAX, how far past its own epoch one message can move a node:
+# enough for a voter that missed that many elections to rejoin, so little that spending the
+# remaining epochs takes more than 16 000 such messages. A response to the node's own
+# request that names a larger epoch moves it this far (and the next one further); a request
+# that names one is refused.
+RAFT_EPOCH_STEP_MAX = 2**16
+# The observers (non-voters that fetch, e.g. brokers) a leader tracks for DescribeQuorum;
+# the one that fetched least recently is forgotten when another one arrives.
+RAFT_OBSERVERS_MAX = 10_000

@@ -7,7 +7,8 @@ Nothing happens unless the test says so:
 * messages wait in one FIFO queue and are delivered, with zero latency, only by
   `deliver()` (everything, until the queue is empty), `deliver_one()`, or by `run(...)`,
   which delivers after every timer. A message on a blocked link, or to or from a node that
-  is down, is dropped when its turn comes;
+  is down, is dropped when its turn comes; one to an id outside the cluster (the answer to
+  a request `inject`ed from a made-up sender) is kept in `outside`;
 * every `Ready` is drained exactly as `kraftcore.raft.types` says: persist the election
   state, `storage.flush()`, then queue the messages, then `on_persisted(number)`; the
   state machine gets `load_snapshot` and `commits` as soon as the Ready is taken.
@@ -182,7 +183,10 @@ _FORMATTERS = {
 
 
 def format_message(body, request=None):
-    return _FORMATTERS.get(type(body).__name__, fmt_other)(body, request)
+    try:
+        return _FORMATTERS.get(type(body).__name__, fmt_other)(body, request)
+    except (AttributeError, IndexError, TypeError):  # a hand-made body of another shape
+        return fmt_other(body, request)
 
 
 def fmt_election_state(state):
@@ -322,6 +326,7 @@ class Cluster:
         self._requests = {}  # (source, destination, correlation id) -> request body
         self.last_request = {}  # (source, destination) -> the last request queued
         self._injected_cid = 1_000_000
+        self.outside = []  # messages delivered to ids outside the cluster, in order
         self.leaders = {}  # epoch -> leader id, every leader ever seen
         self.nodes = {n: Node(n, self) for n in self.voters + self.observers}
         for node in self.nodes.values():
@@ -454,6 +459,10 @@ class Cluster:
         message = self.queue.popleft()
         src, dst = message.source, message.destination
         text = self._describe(message)
+        if dst not in self.nodes:
+            self.log(f"{src} -> {dst} {text} (outside the cluster)")
+            self.outside.append(message)
+            return True
         if (src, dst) in self.blocked:
             self.log(f"{src} -x {dst} {text} (dropped: link blocked)")
             return True

@@ -327,6 +327,15 @@ def test_checker_epochs_never_go_back():
     checker.check_node(nodes[2])
 
 
+def test_checker_no_epoch_above_the_last_one_is_persisted():
+    from kraftcore.limits import RAFT_EPOCH_MAX
+
+    nodes, checker = _cluster()
+    checker.on_persisted_election(nodes[1], ElectionState(epoch=RAFT_EPOCH_MAX))
+    with pytest.raises(SimViolation, match="above the last epoch"):
+        checker.on_persisted_election(nodes[2], ElectionState(epoch=RAFT_EPOCH_MAX + 1))
+
+
 def test_checker_one_vote_per_epoch_and_observers_never_vote():
     nodes, checker = _cluster(observers=1)
     checker.on_persisted_election(nodes[1], ElectionState(epoch=1, voted_id=2))

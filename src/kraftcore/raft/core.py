@@ -17,7 +17,12 @@ What the core guarantees (kafka-facts §7, §10):
 * the high watermark is a majority's offset, moves forward only, and passes the leader's
   epoch start first (`kraftcore.raft.leader`); a follower's is min(leader's, log end);
 * a follower never truncates below its high watermark (`RaftStateError` instead);
-* the log start offset moves only to a snapshot's end offset.
+* the log start offset moves only to a snapshot's end offset;
+* nothing another node sends can make it store an epoch above `limits.RAFT_EPOCH_MAX`, or
+  jump further than `epoch_ceiling()`; a Vote, BeginQuorumEpoch or EndQuorumEpoch acts
+  only when it comes from another voter (Kafka's static quorum); a value outside its range
+  (an epoch, an offset, an id) is refused before anything is granted or persisted, and a
+  request never raises (docs/raft.md, "Epochs and ids from other nodes").
 
 One request per destination is in flight at a time; a response whose correlation id is not
 the one outstanding (a duplicate, or the answer to a request given up) is ignored, so
@@ -27,6 +32,8 @@ duplicated and reordered deliveries are harmless.
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               NotLeaderError, RaftStateError)
+from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX,
+                              RAFT_OBSERVERS_MAX)
 from kraftcore.metadata.control import LeaderChangeMessage, encode_control_batch
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
@@ -34,8 +41,8 @@ from kraftcore.raft import rpc
 from kraftcore.raft.config import RaftConfig
 from kraftcore.raft.leader import LeaderState
 from kraftcore.raft.quorum import QuorumState
-from kraftcore.raft.types import (BOOTSTRAP_SNAPSHOT_ID, LeaderAndEpoch, RaftMessage, Ready,
-                                  SnapshotId)
+from kraftcore.raft.types import (BOOTSTRAP_SNAPSHOT_ID, NO_ID, LeaderAndEpoch, RaftMessage,
+                                  Ready, SnapshotId)
 
 NONE = ErrorCode.NONE
 INVALID_REQUEST = ErrorCode.INVALID_REQUEST
@@ -45,12 +52,16 @@ NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 BROKER_NOT_AVAILABLE = ErrorCode.BROKER_NOT_AVAILABLE
 INCONSISTENT_CLUSTER_ID = ErrorCode.INCONSISTENT_CLUSTER_ID
 INVALID_VOTER_KEY = ErrorCode.INVALID_VOTER_KEY
+INCONSISTENT_VOTER_SET = ErrorCode.INCONSISTENT_VOTER_SET
 SNAPSHOT_NOT_FOUND = ErrorCode.SNAPSHOT_NOT_FOUND
 POSITION_OUT_OF_RANGE = ErrorCode.POSITION_OUT_OF_RANGE
 UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 VOTE, BEGIN_EPOCH, END_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE = 52, 53, 54, 1, 59, 55
 _NEVER_MS = 1 << 62
+# The ranges of the int32 ids and int64 offsets the RPCs carry.
+ID_MAX = 2**31 - 1
+OFFSET_MAX = 2**63 - 1
 
 
 class _Inflight:
@@ -109,6 +120,7 @@ class RaftCore:
         self._election_retries = 0
         self._observer_cursor = rng.randrange(len(voters))
         self._download = None
+        self._download_size = None
         self._reported_leader = None
         self._load_snapshot = None
         latest = storage.latest_snapshot_id()
@@ -162,6 +174,18 @@ class RaftCore:
         leader may act as leader once it has applied the log past this offset."""
         state = self.quorum.state
         return state.epoch_start_offset if state.name == "leader" else None
+
+    def epoch_ceiling(self):
+        """The largest epoch one message may move this node to: any epoch up to
+        RAFT_EPOCH_ACCEPTED_MAX (as Kafka adopts any epoch it hears of), beyond it at most
+        RAFT_EPOCH_STEP_MAX past its own, never past RAFT_EPOCH_MAX (kraftcore.limits)."""
+        return min(RAFT_EPOCH_MAX, max(RAFT_EPOCH_ACCEPTED_MAX,
+                                       self.quorum.epoch + RAFT_EPOCH_STEP_MAX))
+
+    def requests_in_flight(self):
+        """{destination: correlation id} of the requests this node waits for: the only
+        responses it acts on."""
+        return {dest: flight.correlation_id for dest, flight in self._inflight.items()}
 
     def __repr__(self):
         return (f"RaftCore(node={self.node_id}, {self.quorum.state!r}, hw={self.high_watermark}, "
@@ -445,14 +469,19 @@ class RaftCore:
         return cluster_id is None or self.config.cluster_id is None or \
             cluster_id == self.config.cluster_id
 
-    def _response_partition(self, message, body, part, current=False):
+    def _response_partition(self, message, body, part, current=False, possible=None):
         """The partition of a response that needs handling beyond what every response
         teaches (`_handle_common_response`), else None. With `current`, the leader and
-        epoch are in the partition's CurrentLeader (Fetch, FetchSnapshot)."""
+        epoch are in the partition's CurrentLeader (Fetch, FetchSnapshot). `possible(part,
+        error)`, when given, checks the response's own fields first: a response holding a
+        value no peer could send is dropped whole, before any of it is acted on."""
         if part is None:
             return None
         leader = part.current_leader if current else part
         error = body.error_code or part.error_code
+        if possible is not None and not possible(part, error):
+            self._backoff(message.source)
+            return None
         if self._handle_common_response(message.source, error, leader.leader_id,
                                         leader.leader_epoch):
             return None
@@ -460,13 +489,28 @@ class RaftCore:
 
     def _handle_common_response(self, source, error, leader_id, epoch):
         """Kafka's `maybeHandleCommonResponse`: learn a newer epoch or leader from any
-        response. True when the response needs no further handling."""
+        response. True when the response needs no further handling.
+
+        An epoch outside [0, RAFT_EPOCH_MAX] or a leader that is not a voter cannot come
+        from a peer of this static quorum: the response is dropped. An epoch above what one
+        message may move this node to (`epoch_ceiling`) moves it only that far, with no
+        leader: a voter far behind climbs in a few round trips, and no single answer can
+        spend the epoch space."""
         local = self.quorum.epoch
+        if not 0 <= epoch <= RAFT_EPOCH_MAX or (
+                leader_id != NO_ID and leader_id not in self.quorum.voters):
+            self._backoff(source)
+            self._maybe_rotate_observer()
+            return True
         if epoch < local or error == UNKNOWN_LEADER_EPOCH:
             self._backoff(source)
             self._maybe_rotate_observer()
             return True
-        leader = leader_id if leader_id in self.quorum.voters else None
+        ceiling = self.epoch_ceiling()
+        if epoch > ceiling:
+            self._transition_to_unattached(ceiling)
+            return True
+        leader = None if leader_id == NO_ID else leader_id
         known = self.quorum.leader_id()
         if epoch > local or (leader is not None and known is None):
             if leader is not None:
@@ -484,6 +528,25 @@ class RaftCore:
             return True
         return False
 
+    # ---------------------------------------------------------------- epochs and voters
+
+    def _voter_only_error(self, sender, epoch):
+        """Kafka's `validateVoterOnlyRequest` of a static quorum (before KIP-853), with
+        kraftcore's epoch bound: the error a Vote, BeginQuorumEpoch or EndQuorumEpoch from
+        `sender` at `epoch` gets before it may change anything, else None. Only voters
+        elect and lead, and only voters take part: anything else answers
+        INCONSISTENT_VOTER_SET, so no request from a non-voter is ever granted or
+        persisted. A request naming this node as its sender did not come from a peer."""
+        if epoch < self.quorum.epoch:
+            return FENCED_LEADER_EPOCH
+        if not 0 <= sender <= ID_MAX or sender == self.node_id:
+            return INVALID_REQUEST
+        if not self.is_voter or sender not in self.quorum.voters:
+            return INCONSISTENT_VOTER_SET
+        if epoch > self.epoch_ceiling():
+            return INVALID_REQUEST
+        return None
+
     # ---------------------------------------------------------------- Vote
 
     def _handle_vote_request(self, message, body):
@@ -496,11 +559,12 @@ class RaftCore:
                 INVALID_REQUEST, None, self.quorum.epoch, False))
         epoch, candidate, pre_vote = part.replica_epoch, part.replica_id, part.pre_vote
         last_epoch, last_offset = part.last_offset_epoch, part.last_offset
-        if (last_offset < 0 or last_epoch < 0 or candidate < 0
+        if (not 0 <= last_offset <= OFFSET_MAX or last_epoch < 0
                 or (last_epoch > epoch if pre_vote else last_epoch >= epoch)):
             return self._vote_answer(message, False, INVALID_REQUEST)
-        if epoch < self.quorum.epoch:
-            return self._vote_answer(message, False, FENCED_LEADER_EPOCH)
+        error = self._voter_only_error(candidate, epoch)
+        if error is not None:
+            return self._vote_answer(message, False, error)
         if epoch > self.quorum.epoch:
             self._transition_to_unattached(epoch)
         if body.voter_id >= 0 and body.voter_id != self.node_id:
@@ -564,18 +628,15 @@ class RaftCore:
             self._respond(message, rpc.quorum_epoch_response(
                 response_cls, INVALID_REQUEST, None, self.quorum.epoch))
             return None
-        if part.leader_id not in self.quorum.voters or part.leader_id == self.node_id or (
-                getattr(body, "voter_id", -1) >= 0 and body.voter_id != self.node_id):
-            # Only another voter leads; a request naming this node as leader (or meant
-            # for another voter) cannot be valid.
+        error = self._voter_only_error(part.leader_id, part.leader_epoch)
+        if error is None and part.leader_epoch == 0:
+            error = INVALID_REQUEST  # every election bumps the epoch: epoch 0 has no leader
+        if error is None and getattr(body, "voter_id", -1) >= 0 \
+                and body.voter_id != self.node_id:
+            error = INVALID_VOTER_KEY  # meant for another voter
+        if error is not None:
             self._respond(message, rpc.quorum_epoch_response(
-                response_cls, NONE, self.leader_id, self.quorum.epoch,
-                partition_error=INVALID_REQUEST))
-            return None
-        if part.leader_epoch < self.quorum.epoch:
-            self._respond(message, rpc.quorum_epoch_response(
-                response_cls, NONE, self.leader_id, self.quorum.epoch,
-                partition_error=FENCED_LEADER_EPOCH))
+                response_cls, NONE, self.leader_id, self.quorum.epoch, partition_error=error))
             return None
         return part
 
@@ -586,6 +647,12 @@ class RaftCore:
             return
         epoch, leader = part.leader_epoch, part.leader_id
         state = self.quorum.state
+        if epoch == state.epoch and state.leader_id not in (None, leader):
+            # This epoch's leader is known (perhaps this node): a second one cannot be.
+            # Refused, never fatal: what a request claims is no proof (a response that
+            # says so is, see _handle_common_response).
+            return self._respond(message, rpc.quorum_epoch_response(
+                cls, NONE, self.leader_id, state.epoch, partition_error=INVALID_REQUEST))
         if not (state.name == "follower" and state.epoch == epoch and state.leader_id == leader):
             self._transition_to_follower(epoch, leader)
         self._respond(message, rpc.quorum_epoch_response(cls, NONE, leader, epoch))
@@ -650,7 +717,7 @@ class RaftCore:
         if part is None:
             return self._fetch_error(message, NONE, top_error=INVALID_REQUEST)
         offset, last_epoch = part.fetch_offset, part.last_fetched_epoch
-        if (body.max_wait_ms < 0 or offset < 0 or last_epoch < 0
+        if (body.max_wait_ms < 0 or not 0 <= offset <= OFFSET_MAX or last_epoch < 0
                 or last_epoch > part.current_leader_epoch):
             return self._fetch_error(message, INVALID_REQUEST)
         error = self._leader_check(part.current_leader_epoch)
@@ -658,9 +725,19 @@ class RaftCore:
             return self._fetch_error(message, error)
         leader = self.quorum.state
         replica_id = rpc.fetch_replica_id(body)
-        if replica_id == self.node_id:
+        if replica_id == self.node_id or replica_id > ID_MAX:
             # The leader's own entry tracks its durable log; nobody else may move it.
             return self._fetch_error(message, INVALID_REQUEST)
+        if replica_id < 0:
+            # Not a replica (Kafka ignores such a fetcher's offsets): answered at once,
+            # neither tracked nor held.
+            outcome, value = self._validate_offset_and_epoch(offset, last_epoch)
+            if outcome != "valid":
+                return self._respond(message, self._redirect_answer(leader, outcome, value))
+            data = b""
+            if offset < self.storage.log_end_offset:
+                data = self.storage.read(offset, self.config.fetch_max_bytes)
+            return self._respond(message, self._fetch_answer(leader, records=data))
         leader.on_voter_fetch(replica_id, self._now)
         superseded = self._parked.pop(replica_id, None)
         if superseded is not None:
@@ -671,14 +748,13 @@ class RaftCore:
         if offset == 0 and latest is not None and latest != BOOTSTRAP_SNAPSHOT_ID:
             return self._respond(message, self._fetch_answer(leader, snapshot_id=latest))
         outcome, value = self._validate_offset_and_epoch(offset, last_epoch)
-        if outcome == "snapshot":
-            return self._respond(message, self._fetch_answer(leader, snapshot_id=value))
-        if outcome == "diverging":
-            return self._respond(message, self._fetch_answer(leader, diverging=value))
+        if outcome != "valid":
+            return self._respond(message, self._redirect_answer(leader, outcome, value))
         replica = leader.replica(replica_id, self._now)
         if leader.update_replica(replica, offset, self.storage.log_end_offset, self._now):
             self._on_high_watermark(leader.high_watermark)
-        if offset < self.storage.log_end_offset or body.max_wait_ms == 0:
+        if (offset < self.storage.log_end_offset or body.max_wait_ms == 0
+                or len(self._parked) >= len(leader.voters) + RAFT_OBSERVERS_MAX):
             return self._complete_fetch(message, replica, offset)
         # Nothing to send but perhaps a newer high watermark: held, and answered by the
         # first take_ready that delivers no commits (see there), at once when records
@@ -707,6 +783,12 @@ class RaftCore:
             high_watermark=-1 if leader.high_watermark is None else leader.high_watermark,
             log_start_offset=self.storage.log_start_offset, records=records,
             diverging=diverging, snapshot_id=snapshot_id)
+
+    def _redirect_answer(self, leader, outcome, value):
+        """The answer to a Fetch that `_validate_offset_and_epoch` did not find valid."""
+        if outcome == "snapshot":
+            return self._fetch_answer(leader, snapshot_id=value)
+        return self._fetch_answer(leader, diverging=value)
 
     def _validate_offset_and_epoch(self, offset, epoch):
         """Kafka's `validateOffsetAndEpoch`: ("valid", None), ("snapshot", SnapshotId)
@@ -774,9 +856,24 @@ class RaftCore:
 
     # ---------------------------------------------------------------- Fetch (follower side)
 
+    @staticmethod
+    def _fetch_response_possible(part, error):
+        """What a leader can send: a high watermark of -1 or more; a diverging epoch or a
+        snapshot id either absent (epoch / both -1) or within range and at most the
+        leader's own epoch (its log holds no later one)."""
+        epoch = part.current_leader.leader_epoch
+        diverging, snapshot = part.diverging_epoch, part.snapshot_id
+        return (-1 <= part.high_watermark <= OFFSET_MAX
+                and (diverging is None or diverging.epoch == -1
+                     or (0 <= diverging.epoch <= epoch
+                         and 0 <= diverging.end_offset <= OFFSET_MAX))
+                and (snapshot is None or (snapshot.end_offset, snapshot.epoch) == (-1, -1)
+                     or (0 <= snapshot.end_offset <= OFFSET_MAX
+                         and 0 <= snapshot.epoch <= epoch)))
+
     def _handle_fetch_response(self, message, body, tag):
         part = self._response_partition(message, body, rpc.fetch_response_partition(body),
-                                        current=True)
+                                        current=True, possible=self._fetch_response_possible)
         if part is None:
             return
         current = part.current_leader
@@ -788,19 +885,23 @@ class RaftCore:
         state.fetched = True
         diverging = part.diverging_epoch
         if diverging is not None and diverging.epoch >= 0:
-            if diverging.end_offset < 0:
-                self._backoff(message.source)  # malformed: ask again later
-                return
             return self._truncate_to_diverging(diverging.epoch, diverging.end_offset)
         snapshot = part.snapshot_id
-        if snapshot is not None and snapshot.end_offset >= 0 and snapshot.epoch >= 0:
+        if snapshot is not None and snapshot.end_offset >= 0:
             return self._begin_download(SnapshotId(snapshot.end_offset, snapshot.epoch))
         records = part.records
         if records:
+            storage = self.storage
+            end = storage.log_end_offset
             try:
-                self.storage.append_as_follower(records)
+                storage.append_as_follower(records)
             except (InvalidAppendError, CorruptRecordError):
                 self._backoff(message.source)  # refetch from the log end offset
+                return
+            if storage.last_fetched_epoch() > state.epoch:
+                # The leader's log holds no epoch above its own: these are not its records.
+                storage.truncate_to(end)
+                self._backoff(message.source)
                 return
             self._unflushed = True
         if part.high_watermark >= 0:
@@ -848,6 +949,7 @@ class RaftCore:
             return
         self._download = self.storage.begin_snapshot_download(snapshot_id)
         self._download.snapshot_id = snapshot_id
+        self._download_size = None  # the size the leader gives, from its first answer
 
     def _handle_fetch_snapshot_request(self, message, body):
         def answer(error, snapshot_id=None, size=0, position=0, data=b"", top_error=NONE):
@@ -865,8 +967,10 @@ class RaftCore:
             return answer(error)
         self.quorum.state.on_voter_fetch(body.replica_id, self._now)
         snapshot_id = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
-        size = None if snapshot_id == BOOTSTRAP_SNAPSHOT_ID else \
-            self.storage.snapshot_size(snapshot_id)
+        size = None
+        if (snapshot_id != BOOTSTRAP_SNAPSHOT_ID and 0 < snapshot_id.end_offset <= OFFSET_MAX
+                and 0 <= snapshot_id.epoch <= RAFT_EPOCH_MAX):
+            size = self.storage.snapshot_size(snapshot_id)
         if size is None:
             return answer(SNAPSHOT_NOT_FOUND, snapshot_id)
         position = part.position
@@ -876,9 +980,21 @@ class RaftCore:
         data = self.storage.read_snapshot(snapshot_id, position, limit)
         answer(NONE, snapshot_id, size, position, data)
 
+    @staticmethod
+    def _fetch_snapshot_response_possible(part, error):
+        """A chunk of a snapshot the leader holds: an id within range and at most its
+        epoch, and position + bytes within the size."""
+        if error != NONE:
+            return True
+        snapshot, data = part.snapshot_id, part.unaligned_records or b""
+        return (0 <= snapshot.end_offset <= OFFSET_MAX
+                and 0 <= snapshot.epoch <= part.current_leader.leader_epoch
+                and 0 <= part.position and part.position + len(data) <= part.size <= OFFSET_MAX)
+
     def _handle_fetch_snapshot_response(self, message, body, tag):
         raw = rpc.fetch_snapshot_partition(body)
-        part = self._response_partition(message, body, raw, current=True)
+        part = self._response_partition(message, body, raw, current=True,
+                                        possible=self._fetch_snapshot_response_possible)
         if part is None:
             if raw is not None and raw.error_code == SNAPSHOT_NOT_FOUND \
                     and self._download is not None:
@@ -894,6 +1010,11 @@ class RaftCore:
         snapshot_id = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
         if snapshot_id != download.snapshot_id or part.position != download.size:
             return  # an answer to an older request; ask again from where we are
+        if self._download_size is None:
+            self._download_size = part.size
+        elif part.size != self._download_size:
+            self._backoff(message.source)  # one snapshot has one size
+            return
         download.append(part.unaligned_records)
         if download.size >= part.size:
             download.freeze()
@@ -974,9 +1095,11 @@ class RaftCore:
     def propose(self, values, now_ms=None, *, timestamp_ms=None):
         """Append `values` (a list of bytes) as one batch in the leader's epoch; returns
         the offset of the last one. They are committed once the high watermark passes
-        it. Raises `NotLeaderError` on any node that is not the leader. The batch's
-        timestamp is `timestamp_ms`, by default the time now (a state machine that stamps
-        its own view of the records with the time it wrote them passes that time)."""
+        it. Raises `NotLeaderError` on any node that is not the leader, and
+        `InvalidAppendError`, with nothing appended, for values that cannot form a batch
+        (not bytes, or too large). The batch's timestamp is `timestamp_ms`, by default the
+        time now (a state machine that stamps its own view of the records with the time it
+        wrote them passes that time)."""
         if now_ms is not None:
             self._now = now_ms
         state = self.quorum.state
@@ -984,9 +1107,14 @@ class RaftCore:
             raise NotLeaderError(self.node_id, self.leader_id, state.epoch)
         if not values:
             raise ValueError("propose() needs at least one value")
-        batch = codec.encode_batch(values, base_offset=self.storage.log_end_offset,
-                                   leader_epoch=state.epoch,
-                                   timestamp=self._now if timestamp_ms is None else timestamp_ms)
+        try:
+            batch = codec.encode_batch(
+                values, base_offset=self.storage.log_end_offset, leader_epoch=state.epoch,
+                timestamp=self._now if timestamp_ms is None else timestamp_ms)
+        except (TypeError, ValueError) as exc:
+            raise InvalidAppendError(
+                f"cannot append these values: {exc}; pass a list of bytes (and a timestamp "
+                "in the int64 range)") from exc
         if len(batch) > self.config.batch_max_bytes:
             raise InvalidAppendError(
                 f"a proposal of {len(batch)} bytes exceeds the batch limit of "

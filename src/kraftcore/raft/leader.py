@@ -13,8 +13,13 @@ never count.
 
 Check-quorum: a leader that has not had a Fetch (or FetchSnapshot) from a majority of
 voters, itself included, within 1.5 x fetch timeout resigns; a one-voter quorum never does.
+
+Observers (any other replica id that fetches) are tracked for DescribeQuorum only, at most
+`limits.RAFT_OBSERVERS_MAX` of them: the one that fetched least recently goes first, so
+fetchers naming ever new ids cannot grow the leader's memory.
 """
 
+from kraftcore.limits import RAFT_OBSERVERS_MAX
 from kraftcore.raft.quorum import EpochState
 
 
@@ -73,12 +78,17 @@ class LeaderState(EpochState):
         return [r for voter, r in self.voters.items() if voter != self.node_id]
 
     def replica(self, replica_id, now_ms):
-        """The tracking entry of a fetcher: a voter's, or an observer's (made on first use)."""
+        """The tracking entry of a fetcher: a voter's, or an observer's (made on first use;
+        `observers` is kept in the order of their last fetch)."""
         state = self.voters.get(replica_id)
         if state is None:
-            state = self.observers.get(replica_id)
+            observers = self.observers
+            state = observers.pop(replica_id, None)
             if state is None:
-                state = self.observers[replica_id] = ReplicaState(replica_id, now_ms)
+                if len(observers) >= RAFT_OBSERVERS_MAX:
+                    del observers[next(iter(observers))]
+                state = ReplicaState(replica_id, now_ms)
+            observers[replica_id] = state
         return state
 
     def update_local_end(self, durable_end_offset, now_ms):

@@ -8,7 +8,11 @@ transition against the rules that keep one leader per epoch and one vote per epo
 * the epoch never goes back;
 * within an epoch a node votes at most once (a Voted node keeps its vote) and follows at
   most one leader; a leader never becomes a follower of its own epoch;
-* only voters become Prospective, Candidate or Leader.
+* only voters become Prospective, Candidate or Leader;
+* no role is entered at an epoch above `limits.RAFT_EPOCH_MAX`: the core never adopts one
+  from a message, so only the node's own next election (or a stored state) can need one,
+  and that raises `RaftEpochExhaustedError` — the node stops rather than store an epoch
+  that could never be followed by another.
 
 Durable roles (Unattached, Voted, Candidate, Leader, Follower) hand their `ElectionState`
 to the core, which puts it first in the next `Ready`: the node acts on a vote or an epoch
@@ -17,7 +21,8 @@ memory-only (a pre-vote promises nothing; a resigned leader's state is its leade
 A violation raises `RaftStateError`: continuing could elect two leaders in one epoch.
 """
 
-from kraftcore.errors import RaftStateError
+from kraftcore.errors import RaftEpochExhaustedError, RaftStateError
+from kraftcore.limits import RAFT_EPOCH_MAX
 from kraftcore.log.quorum_state import ElectionState
 
 UNRECORDED, GRANTED, REJECTED = 0, 1, 2
@@ -169,6 +174,12 @@ class QuorumState:
         if old is not None and state.epoch < old.epoch:
             raise RaftStateError(
                 f"node {self.node_id}: epoch would go back from {old.epoch} to {state.epoch}")
+        if state.epoch > RAFT_EPOCH_MAX:
+            raise RaftEpochExhaustedError(
+                f"node {self.node_id} would become {state.name} at epoch {state.epoch}, above "
+                f"the last epoch kraftcore uses ({RAFT_EPOCH_MAX}): the quorum's epochs are "
+                "exhausted and it can elect no leader any more. The node stops; its committed "
+                "metadata is intact: move it to a newly formatted quorum")
         self.state = state
         self.role = state.name
         if state.durable:

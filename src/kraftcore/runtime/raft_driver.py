@@ -50,8 +50,16 @@ it step down, see `kraftcore.controller.controller`).
 
 Persistence runs on the event-loop thread: the log is not shared with another thread, and
 while an fsync blocks, the sockets keep buffering, so the next drive takes a bigger group.
-A storage error is fatal for the node (`failed` is set and `on_fatal` called): a Raft node
-that cannot make its log durable must stop rather than answer.
+
+Fail-stop: any exception raised while the driver calls into the core (a request or a
+response handed to it, a proposal, a resignation, a snapshot, its timer, a drive: polling,
+taking Readys, the application's `on_ready`, persisting, sending, acknowledging) stops the
+node: `failed` is set, one error line names the node, what failed and the exception (its
+traceback follows at DEBUG), every waiting answer and append fails with it, and
+`on_fatal(exc)` is called (a `Node` then exits with status 1). A Raft node whose core or
+storage failed must stop rather than go on answering, or sit wedged. What the caller did
+wrong is not a failure of the node: `NotLeaderError` and `InvalidAppendError` from a
+proposal, `InvalidOffsetError` from a snapshot, go back to the caller alone.
 
 Time is the wall clock in milliseconds (batch timestamps come from it, as in Kafka).
 """
@@ -66,8 +74,8 @@ import operator
 import random
 
 from kraftcore.codec import AppendGather, settle_calls
-from kraftcore.errors import (InvalidAppendError, KraftcoreError, LogClosedError,
-                              NotLeaderError, RaftStateError)
+from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, KraftcoreError,
+                              LogClosedError, NotLeaderError)
 from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
 from kraftcore.protocol.apis import api
@@ -90,6 +98,16 @@ APPEND_BATCH_BYTES_MAX = 1 << 20
 RECORD_OVERHEAD_BYTES_MAX = 21
 # quorum-state data version written (Kafka's version 1 file).
 QUORUM_STATE_DATA_VERSION = 1
+
+
+class _StepFailed(Exception):
+    """An exception raised by one step of a drive, with the step's name (for the one line
+    the node logs when it stops)."""
+
+    def __init__(self, step, error):
+        super().__init__(step, error)
+        self.step = step
+        self.error = error
 
 
 def _requester(body):
@@ -200,7 +218,12 @@ class RaftDriver(RaftSide):
         self._next_cid += 1
         cid = self._next_cid
         answer = asyncio.get_running_loop().create_future()
-        self.core.handle(RaftMessage(_requester(body), self.node_id, cid, body), self.clock())
+        try:
+            self.core.handle(RaftMessage(_requester(body), self.node_id, cid, body),
+                             self.clock())
+        except Exception as exc:
+            self._fail(exc, f"the Raft core, handling a {type(body).__name__}")
+            raise
         self._answers[cid] = answer
         answer.add_done_callback(functools.partial(self._forget_answer, cid))
         self.kick()
@@ -210,9 +233,20 @@ class RaftDriver(RaftSide):
         self._answers.pop(cid, None)
 
     def propose(self, values, *, timestamp_ms=None):
-        """Append `values` as the leader; returns the last offset (raises NotLeaderError).
-        `timestamp_ms`: the batch's timestamp (default: the clock now)."""
-        last = self.core.propose(values, self.clock(), timestamp_ms=timestamp_ms)
+        """Append `values` as the leader; returns the last offset (raises NotLeaderError,
+        InvalidAppendError). `timestamp_ms`: the batch's timestamp (default: the clock
+        now). Any other error from the core stops the node (and is raised)."""
+        if self.failed is not None:
+            raise self.failed
+        if not values:
+            raise ValueError("propose() needs at least one value")
+        try:
+            last = self.core.propose(values, self.clock(), timestamp_ms=timestamp_ms)
+        except (NotLeaderError, InvalidAppendError):
+            raise
+        except Exception as exc:
+            self._fail(exc, "the Raft core, proposing")
+            raise
         self.kick()
         return last
 
@@ -327,19 +361,40 @@ class RaftDriver(RaftSide):
                     _settle(waiter, None, error)
 
     def resign(self):
-        self.core.resign(self.clock())
+        if self.failed is not None:
+            return
+        try:
+            self.core.resign(self.clock())
+        except Exception as exc:
+            self._fail(exc, "the Raft core, resigning")
+            return
         self.kick()
 
     def create_snapshot(self, end_offset, data):
-        snapshot_id = self.core.create_snapshot(end_offset, data)
+        """The core's `create_snapshot`; InvalidOffsetError (a bad end offset) goes back to
+        the caller, any other error stops the node (and is raised)."""
+        if self.failed is not None:
+            raise self.failed
+        try:
+            snapshot_id = self.core.create_snapshot(end_offset, data)
+        except InvalidOffsetError:
+            raise
+        except Exception as exc:
+            self._fail(exc, "the Raft core, creating a snapshot")
+            raise
         self.kick()
         return snapshot_id
 
     def _on_response(self, request, response, error):
         if error is not None or self.failed is not None:
             return  # the core gives the request up after its own timeout
-        self.core.handle(RaftMessage(request.destination, self.node_id, request.correlation_id,
-                                     response), self.clock())
+        try:
+            self.core.handle(RaftMessage(request.destination, self.node_id,
+                                         request.correlation_id, response), self.clock())
+        except Exception as exc:
+            self._fail(exc, f"the Raft core, handling a {type(response).__name__} from node "
+                            f"{request.destination}")
+            return
         self.kick()
 
     # ------------------------------------------------------------------ the drive
@@ -350,8 +405,10 @@ class RaftDriver(RaftSide):
             return  # a queued persistence drives again once it is done
         try:
             self._drive_once()
-        except (KraftcoreError, OSError) as exc:
-            self._fail(exc)
+        except _StepFailed as failed:
+            self._fail(failed.error, failed.step)
+        except Exception as exc:
+            self._fail(exc, "the Raft core")
 
     def _drive_once(self):
         core = self.core
@@ -374,7 +431,10 @@ class RaftDriver(RaftSide):
                     return
                 continue
             self.readys += 1
-            self.on_ready(ready)  # the state machine first: callbacks see the commits applied
+            try:
+                self.on_ready(ready)  # the state machine first: callbacks see the commits
+            except Exception as exc:
+                raise _StepFailed("the application's on_ready", exc) from exc
             if self._uncommitted:
                 self._settle_appends(ready)
             if self.failed is not None:
@@ -406,8 +466,11 @@ class RaftDriver(RaftSide):
         try:
             self._persist(pending)
             self._acknowledge(pending)
-        except (KraftcoreError, OSError) as exc:
-            self._fail(exc)
+        except _StepFailed as failed:
+            self._fail(failed.error, failed.step)
+            return
+        except Exception as exc:
+            self._fail(exc, "the Raft core")
             return
         self.kick()
 
@@ -418,11 +481,14 @@ class RaftDriver(RaftSide):
             if ready.election_state is not None:
                 state = ready.election_state
             flush = flush or ready.flush_offset is not None
-        if state is not None:
-            quorum_state.write(self.state_dir, state, QUORUM_STATE_DATA_VERSION)
-        if flush:
-            self.storage.flush()
-            self.fsyncs += 1
+        try:
+            if state is not None:
+                quorum_state.write(self.state_dir, state, QUORUM_STATE_DATA_VERSION)
+            if flush:
+                self.storage.flush()
+                self.fsyncs += 1
+        except Exception as exc:
+            raise _StepFailed("persisting (quorum-state, log flush)", exc) from exc
 
     def _send_messages(self, pending):
         for ready in pending:
@@ -446,6 +512,9 @@ class RaftDriver(RaftSide):
             except KraftcoreError as exc:
                 log.warning("node %s: cannot send %s to node %s: %s", self.node_id, name,
                             message.destination, exc)
+            except Exception as exc:
+                raise _StepFailed(f"sending {name} to node {message.destination}",
+                                  exc) from exc
             return
         answer = self._answers.get(message.correlation_id)
         if answer is not None and not answer.done():
@@ -465,13 +534,15 @@ class RaftDriver(RaftSide):
     def _on_timer(self):
         self._timer = None
         self._timer_at = None
-        self._drive()
+        self._drive()  # fails the node on any error, like every drive
 
-    def _fail(self, exc):
-        if isinstance(exc, RaftStateError):
-            log.error("node %s: the Raft core stopped on a safety check: %s", self.node_id, exc)
-        else:
-            log.error("node %s: storage failed, stopping: %s", self.node_id, exc)
+    def _fail(self, exc, what):
+        """Stop the node on `exc`, raised by `what` (module docstring: fail-stop)."""
+        if self.failed is not None:
+            return  # closed, or failed already: nothing more to stop
+        log.error("node %s stops: %s failed: %s: %s", self.node_id, what, type(exc).__name__,
+                  exc)
+        log.debug("node %s: the failure's traceback", self.node_id, exc_info=exc)
         self.failed = exc
         if self._timer is not None:
             self._timer.cancel()

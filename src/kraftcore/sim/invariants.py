@@ -8,7 +8,8 @@ kafka-facts §9.1, extended):
   (its role when leader or resigned, the leader it follows), an epoch has at most one
   leader. A node never persists two different votes in one epoch.
 * **Monotonic epoch**: the epoch a node persists never decreases (crashes included), and a
-  running node's in-memory epoch is at least its persisted one and never decreases.
+  running node's in-memory epoch is at least its persisted one and never decreases. No
+  node persists an epoch above `limits.RAFT_EPOCH_MAX`.
 * **High watermark**: within one incarnation (between crashes) a node's high watermark never
   goes back, and it never passes the node's log end offset.
 * **Majority reached the high watermark**: whenever a leader reports a new high watermark,
@@ -33,6 +34,7 @@ is legal, so only batches below the node's *own* high watermark are compared.
 
 import bisect
 
+from kraftcore.limits import RAFT_EPOCH_MAX
 from kraftcore.sim.state_machine import SimViolation, decode_snapshot
 
 LEADER_ROLES = ("leader", "resigned")
@@ -161,6 +163,9 @@ class Checker:
         if state.epoch < track.persisted_epoch:
             raise SimViolation(f"monotonic epoch: {where} persisted epoch {state.epoch} after "
                                f"epoch {track.persisted_epoch}")
+        if state.epoch > RAFT_EPOCH_MAX:
+            raise SimViolation(f"{where} persisted epoch {state.epoch}, above the last epoch "
+                               f"{RAFT_EPOCH_MAX}")
         track.persisted_epoch = state.epoch
         if state.leader_id is not None:
             if state.leader_id not in self.voter_ids:

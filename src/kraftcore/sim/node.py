@@ -134,6 +134,14 @@ class SimNode:
             return
         self._call("handle", message)
 
+    def deliver_inspected(self, message, inspect):
+        """`deliver`, with `inspect()` called right after the core handled `message` and
+        before the node drives on (timers due now could change the core again): how the
+        hostile sender (`kraftcore.sim.hostile`) checks that a message changed nothing."""
+        if self.core is None:
+            return
+        self._call("handle", message, inspect=inspect)
+
     def propose(self, values, *, timestamp_ms=None):
         """Propose `values`; returns the last offset. Raises NotLeaderError."""
         offset = self._call("propose", values, timestamp_ms=timestamp_ms)
@@ -142,13 +150,15 @@ class SimNode:
     def resign(self):
         self._call("resign")
 
-    def _call(self, name, *args, **kwargs):
+    def _call(self, name, *args, inspect=None, **kwargs):
         now = self.sim.scheduler.now_ms
         try:
             result = getattr(self.core, name)(*args, now, **kwargs)
         except RaftStateError as exc:
             raise SimViolation(f"node {self.node_id} at {now} ms: {name} raised "
                                f"RaftStateError: {exc}") from exc
+        if inspect is not None:
+            inspect()
         self._drive()
         return result
 

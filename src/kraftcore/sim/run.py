@@ -12,7 +12,11 @@ phase (`duration_ms`) are given. `run_seed` builds a `Simulation` and runs its t
    liveness probe's) must be applied by every node (voters and observers).
 
 Then the end-of-run checks. A `RaftStateError` from a core is a failure of the seed (the
-core detected a safety violation), and so is any other exception. Nothing reads a real
+core detected a safety violation), and so is any other exception.
+
+With a `hostile` plan (`kraftcore.sim.hostile`), a hostile sender injects forged, malformed
+and replayed Raft messages during the safety phase as well, each of which must be refused
+or survived; the plan is part of the failure report's replay command. Nothing reads a real
 clock: the same seed and shape give the same event trace, whose hash `SimResult` carries.
 
 `main(argv)` is `python -m kraftcore.sim`.
@@ -27,6 +31,7 @@ import traceback
 from kraftcore.errors import RaftStateError
 from kraftcore.raft.config import RaftConfig
 from kraftcore.sim.faults import FaultParams, Faults
+from kraftcore.sim.hostile import Hostile, plan_from_json, plan_to_json
 from kraftcore.sim.invariants import Checker, SimViolation
 from kraftcore.sim.network import Network, NetworkParams
 from kraftcore.sim.node import SimNode
@@ -181,6 +186,10 @@ class SimStats:
     # fenced because their session expired.
     operations: int = 0
     brokers_fenced: int = 0
+    # Messages the hostile sender injected (kraftcore.sim.hostile).
+    hostile_injected: int = 0
+    # The highest epoch any node persisted.
+    epoch_max: int = 0
 
 
 @dataclasses.dataclass
@@ -192,19 +201,27 @@ class SimResult:
     stats: SimStats
     trace_hash: str
     trace_tail: list
+    # The hostile sender's plan, when it had one.
+    hostile: list = None
+
+    def replay_command(self):
+        command = self.params.replay_command()
+        if self.hostile:
+            command += f" --hostile '{plan_to_json(self.hostile)}'"
+        return command
 
     def report(self):
         """The failure report: seed, every parameter, the command that replays it."""
         lines = [f"seed {self.seed} FAILED at {self.stats.simulated_ms} ms: {self.violation}",
                  f"  parameters: {self.params.describe()}",
-                 f"  replay: {self.params.replay_command()}"]
+                 f"  replay: {self.replay_command()}"]
         return "\n".join(lines)
 
 
 class Simulation:
     """One run: the scheduler, the network, the nodes, the client, the faults, the checker."""
 
-    def __init__(self, params, trace_output=None):
+    def __init__(self, params, trace_output=None, hostile=None):
         self.params = params
         rngs = Rngs(params.seed)
         rngs.child()  # the parameters' stream (params_for_seed)
@@ -230,6 +247,9 @@ class Simulation:
         self.live_done = False
         self.live_started_ms = None
         self.live_probes = []
+        # Draws no randomness: a seed runs the same with or without a hostile sender
+        # until its first injection.
+        self.hostile = Hostile(self, hostile) if hostile else None
 
     # The parts a workload replaces (kraftcore.sim.controller).
 
@@ -261,6 +281,8 @@ class Simulation:
                    f"{type(message.body).__name__} {message.correlation_id}")
         if self.tracing:
             self.trace_output(f"    {message.body!r}")
+        if self.hostile is not None:
+            self.hostile.observe(message)
         self.nodes[message.destination].deliver(message)
 
     # ------------------------------------------------------------------ queries
@@ -298,7 +320,11 @@ class Simulation:
             scheduler.at(self._start_rng.randint(0, 20), self.nodes[node_id].start)
         self.workload.start()
         self.faults.start()
+        if self.hostile is not None:
+            self.hostile.start()
         scheduler.run_until(params.duration_ms, after_event=self._after_event)
+        if self.hostile is not None:
+            self.hostile.stop()
         self.faults.stop()
         # Only the liveness probe proposes from now on: a backlog the client built up may
         # drain, and "a fresh proposal commits" does not race an unbounded stream.
@@ -364,6 +390,9 @@ class Simulation:
             snapshots_loaded=sum(n.snapshots_loaded for n in nodes),
             liveness_ms=(None if not self.live_done
                          else self.scheduler.now_ms - self.live_started_ms),
+            hostile_injected=0 if self.hostile is None else self.hostile.injected,
+            epoch_max=max((n.election_state.epoch for n in nodes
+                           if n.election_state is not None), default=0),
         )
 
 
@@ -376,18 +405,21 @@ def default_observers(workload):
 
 
 def run_seed(seed, voters=3, observers=None, duration_ms=None, liveness_ms=LIVENESS_MS_DEFAULT,
-             trace_output=None, workload="raft"):
+             trace_output=None, workload="raft", hostile=None):
     """Run one seed; returns a `SimResult` (never raises for a failure of the run).
-    `observers` defaults to 0, or to 3 brokers for the controller workload."""
+    `observers` defaults to 0, or to 3 brokers for the controller workload. `hostile`: a
+    plan for the hostile sender (`kraftcore.sim.hostile`; the raft workload only)."""
     if observers is None:
         observers = default_observers(workload)
     params = params_for_seed(seed, voters, observers, duration_ms, liveness_ms, workload)
     if workload == "controller":
         from kraftcore.sim.controller import ControllerSimulation
 
+        if hostile:
+            raise ValueError("the hostile sender runs with the raft workload only")
         sim = ControllerSimulation(params, trace_output)
     else:
-        sim = Simulation(params, trace_output)
+        sim = Simulation(params, trace_output, hostile=hostile)
     violation = None
     try:
         sim.run()
@@ -400,7 +432,8 @@ def run_seed(seed, voters=3, observers=None, duration_ms=None, liveness_ms=LIVEN
                      + "".join(traceback.format_exception(exc)).rstrip())
     return SimResult(seed=seed, params=params, passed=violation is None, violation=violation,
                      stats=sim.stats(), trace_hash=sim._trace_hash.hexdigest(),
-                     trace_tail=list(sim.trace_tail))
+                     trace_tail=list(sim.trace_tail),
+                     hostile=[tuple(entry) for entry in hostile] if hostile else None)
 
 
 # ---------------------------------------------------------------------- command line
@@ -462,6 +495,9 @@ def main(argv=None):
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--tail", action="store_true",
                         help=f"print the last {TRACE_TAIL_LINES} trace lines of a failed seed")
+    parser.add_argument("--hostile", metavar="PLAN",
+                        help="a hostile sender's plan, JSON [[at_ms, target, what, values], "
+                        "...] (kraftcore.sim.hostile; one seed, raft workload)")
     args = parser.parse_args(argv)
     if args.observers is None:
         args.observers = default_observers(args.workload)
@@ -471,11 +507,20 @@ def main(argv=None):
         parser.error("the controller workload needs --observers >= 1 (the brokers)")
     seeds = range(args.seed, args.seed + 1) if args.seed is not None else args.seeds
 
-    if args.trace:
+    hostile = None
+    if args.hostile is not None:
+        if len(seeds) != 1 or args.workload != "raft":
+            parser.error("--hostile runs one seed of the raft workload")
+        try:
+            hostile = plan_from_json(args.hostile)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.trace or hostile is not None:
         if len(seeds) != 1:
             parser.error("--trace runs one seed")
         results = [run_seed(seeds[0], args.voters, args.observers, args.duration_ms,
-                            args.liveness_ms, trace_output=print, workload=args.workload)]
+                            args.liveness_ms, trace_output=print if args.trace else None,
+                            workload=args.workload, hostile=hostile)]
     else:
         results = run_seeds(seeds, args.voters, args.observers, args.duration_ms, args.jobs,
                             args.liveness_ms, args.workload)
