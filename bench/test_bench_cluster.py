@@ -74,6 +74,7 @@ import time
 
 import pytest
 
+from kraftcore.cli.cluster import start_node
 from kraftcore.errors import KraftcoreError
 from kraftcore.net import Connection
 from kraftcore.protocol import messages as m
@@ -273,10 +274,7 @@ class LocalCluster:
             process.wait(WAIT_S)
         self.reap = []
         node = self.nodes[node_id]
-        with open(os.path.join(os.path.dirname(node["config"]), "node.log"), "ab") as log:
-            process = subprocess.Popen(KRAFTCORE + ["start", node["config"]], stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
+        process = start_node(node["config"])
         self.restarted[node_id] = process
         node["pid"] = process.pid
 

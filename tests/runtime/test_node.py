@@ -71,3 +71,29 @@ def test_a_node_whose_start_fails_closes_what_it_had_opened(tmp_path):
         with socket.create_server(("127.0.0.1", controller_port)):
             pass  # the controller listener let its port go
     asyncio.run(scenario())
+
+
+def test_an_exception_in_a_role_stops_the_node_with_exit_code_1(tmp_path, caplog):
+    """A role's step that raises (here the broker lifecycle's poll, as a bug would) stops
+    the whole node, non-zero, with one line naming the error, instead of leaving the broker
+    running with no timer."""
+    import logging
+
+    async def scenario():
+        controller_port, broker_port = free_ports(2)
+        node = Node(NodeConfig.from_text(node_properties(
+            1, ("controller", "broker"), {1: controller_port},
+            {"controller": controller_port, "broker": broker_port}, str(tmp_path / "n1"),
+            FAST)), str(Uuid.random(random.Random(1))))
+
+        def started():
+            def broken_poll(now_ms):
+                raise RuntimeError("lifecycle bug")
+            node.broker.lifecycle.poll = broken_poll
+            node.broker.schedule(0)
+        return await asyncio.wait_for(node.run(started=started), 30)
+
+    with caplog.at_level(logging.ERROR, logger="kraftcore.runtime"):
+        assert asyncio.run(scenario()) == 1
+    assert [r.getMessage() for r in caplog.records if "stops" in r.getMessage()] == [
+        "node 1 stops: the broker role failed: RuntimeError: lifecycle bug"]

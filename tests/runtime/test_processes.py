@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from kraftcore.cli.cluster import free_ports, start_node
+
 WAIT_S = 60
 # The broker session must outlast a failover as a surviving broker sees it (its observer
 # notices within the fetch timeout, then its heartbeats reach the new controller): a
@@ -89,10 +91,7 @@ class Cluster:
 
     def restart(self, node_id):
         node = self.nodes[node_id]
-        log = open(os.path.join(os.path.dirname(node["config"]), "node.log"), "ab")
-        process = subprocess.Popen([sys.executable, "-m", "kraftcore.cli.main", "start",
-                                    node["config"]], stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        process = start_node(node["config"])
         self.extra.append(process)
         self.pids[node_id] = process.pid
         return process
@@ -173,6 +172,48 @@ def test_a_cluster_elects_survives_its_controller_and_fences_a_lost_broker(clust
         replicas = {r["node_id"]: r for r in json.loads(out)["replicas"]}
         return leader in replicas and replicas[leader]["lag"] == 0
     wait_for(f"node {leader} caught up", caught_up)
+
+
+def test_a_second_broker_with_a_registered_node_id_says_so_in_its_log(tmp_path):
+    """A broker started with the node.id of a live broker is refused by the controller for
+    as long as that broker's session lasts: its log says DUPLICATE_BROKER_REGISTRATION and
+    what to do, and the first broker stays registered and unfenced."""
+    cluster = Cluster(tmp_path / "cluster", brokers=1)
+    duplicate = None
+    try:
+        wait_for("broker 4 unfenced", lambda: cluster.brokers() == {4: "unfenced"})
+        original = cluster.nodes[4]
+        directory = tmp_path / "duplicate"
+        directory.mkdir()
+        port = free_ports(1)[0]
+        lines = []
+        with open(original["config"]) as f:
+            for line in f.read().splitlines():
+                key, _, _ = line.partition("=")
+                if key == "log.dirs":
+                    line = f"log.dirs={directory / 'data'}"
+                elif key == "metadata.log.dir":
+                    line = f"metadata.log.dir={directory / 'metadata'}"
+                elif key == "listeners":
+                    line = f"listeners=PLAINTEXT://127.0.0.1:{port}"
+                lines.append(line)
+        config = directory / "server.properties"
+        config.write_text("\n".join(lines) + "\n")
+        kraftcore("format", "--config", str(config), "--cluster-id",
+                  cluster.description["cluster_id"])
+        duplicate = start_node(str(config))
+        log_path = directory / "node.log"
+        wait_for("the refusal in the duplicate's log", lambda: "DUPLICATE_BROKER_REGISTRATION"
+                 in log_path.read_text())
+        text = log_path.read_text()
+        assert "another node.id" in text and "registered with broker epoch" not in text
+        assert duplicate.poll() is None  # it keeps retrying: the other one may go away
+        assert cluster.brokers() == {4: "unfenced"}
+    finally:
+        if duplicate is not None:
+            duplicate.terminate()
+            duplicate.wait(WAIT_S)
+        cluster.down()
 
 
 def partitions(cluster, name, exclude=()):

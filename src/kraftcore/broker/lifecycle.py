@@ -69,7 +69,8 @@ API:
   begin_shutdown(now_ms); stop(now_ms, reason)
   state, broker_state, broker_epoch, is_online, is_caught_up, registered, done, error,
   controller_id, metadata_offset, transitions (Transition(now_ms, from_state, to_state,
-  reason), the newest TRANSITIONS_KEPT_MAX)
+  reason), the newest TRANSITIONS_KEPT_MAX), transitions_total (how many were ever made:
+  a runtime that reports them reads the newest transitions_total - seen of them)
   submit_request(controller, request) -> Future       # a request to a QuorumController
 """
 
@@ -219,6 +220,7 @@ class BrokerLifecycle:
         self._redirected = False  # the last failure was a NotController with a hint
         self.controller_id = None  # the active controller, as the last redirect named it
         self.transitions = collections.deque(maxlen=TRANSITIONS_KEPT_MAX)
+        self.transitions_total = 0
         # Counters for diagnostics.
         self.requests_sent = 0
         self.requests_failed = 0
@@ -481,8 +483,12 @@ class BrokerLifecycle:
                              f"{self.session_timeout_ms} ms)")
 
     def _transition(self, now_ms, to_state, reason):
-        self.transitions.append(Transition(now_ms, self._state, to_state, reason))
+        self._record(Transition(now_ms, self._state, to_state, reason))
         self._state = to_state
+
+    def _record(self, transition):
+        self.transitions.append(transition)
+        self.transitions_total += 1
 
     def _finish(self, now_ms, reason):
         self._started = True
@@ -492,7 +498,7 @@ class BrokerLifecycle:
         if self._state != OFFLINE:
             self._transition(now_ms, OFFLINE, reason)
         else:
-            self.transitions.append(Transition(now_ms, OFFLINE, OFFLINE, reason))
+            self._record(Transition(now_ms, OFFLINE, OFFLINE, reason))
 
 
 def _code_name(code):

@@ -3,7 +3,7 @@
 `up` writes one Kafka-style properties file per node under `DIR/node-<id>/` (controllers
 1..N, brokers N+1..N+M; `--combined` makes nodes 1..N both), with free ports, formats every
 node's directories with one new cluster id, starts each node as its own process
-(`python -m kraftcore.cli.main start FILE`, output in `DIR/node-<id>/node.log`), waits
+(`start_node`: output in `DIR/node-<id>/node.log`, rotated by size), waits
 until the controllers report a leader, and writes `DIR/cluster.json` — the nodes' ids,
 roles, address, pid and directories, plus this supervisor's pid. It then stays in the
 foreground: Ctrl-C or SIGTERM stops the brokers (controlled shutdown), then the
@@ -29,6 +29,7 @@ from kraftcore.protocol.uuid import Uuid
 from kraftcore.raft import rpc
 
 CLUSTER_FILE = "cluster.json"
+NODE_LOG = "node.log"
 # How long `up` waits for the quorum's first leader, and a stopping node for its exit.
 LEADER_WAIT_S = 60
 STOP_GRACE_S = 40
@@ -51,6 +52,20 @@ def free_ports(count):
     finally:
         for s in sockets:
             s.close()
+
+
+def start_node(config_path):
+    """Start `kraftcore start CONFIG` as a process of its own (its own session: a Ctrl-C
+    meant for the caller does not reach it), logging to `node.log` beside the properties
+    file, rotated by size (`kraftcore start --log-file`). Returns the `Popen`."""
+    log_path = os.path.join(os.path.dirname(config_path), NODE_LOG)
+    # What the process prints before its log file is open (a bad config) goes there too.
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kraftcore.cli.main", "start", config_path,
+             "--log-file", log_path],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
 
 
 def node_properties(node_id, roles, voters, port, directory, overrides):
@@ -162,11 +177,7 @@ def up(directory, controllers, brokers, combined, overrides, out=print):
         for node_id, roles, port, node_dir, path in nodes:
             if stopping:
                 break
-            with open(os.path.join(node_dir, "node.log"), "ab") as log_file:
-                processes[node_id] = subprocess.Popen(
-                    [sys.executable, "-m", "kraftcore.cli.main", "start", path],
-                    stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True)
+            processes[node_id] = start_node(path)
         leader = _wait_for_leader(voters, stopping)  # None at once when stopping
         if stopping:
             out("stopped before the cluster was up")

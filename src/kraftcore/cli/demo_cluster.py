@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from kraftcore.cli.cluster import quorum_leader
+from kraftcore.cli.cluster import quorum_leader, start_node
 
 SETTINGS = (
     ("controller.quorum.election.timeout.ms", "500"),
@@ -109,11 +109,7 @@ class Demo:
 
     def restart(self, node_id):
         node = self.nodes[node_id]
-        log = open(os.path.join(os.path.dirname(node["config"]), "node.log"), "ab")
-        process = subprocess.Popen([sys.executable, "-m", "kraftcore.cli.main", "start",
-                                    node["config"]], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        process = start_node(node["config"])
         self.started.append(process)
         node["pid"] = process.pid
 

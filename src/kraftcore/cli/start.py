@@ -3,9 +3,11 @@
 Reads the node's properties (`kraftcore.runtime.config.NodeConfig`), checks that its
 directories are formatted (`kraftcore format`) and takes the cluster id from them, then
 runs `kraftcore.runtime.node.Node` until SIGTERM or Ctrl-C: a broker first goes through its
-controlled shutdown, a leading controller resigns. Logs go to stderr. A configuration or
+controlled shutdown, a leading controller resigns. Logs go to stderr, or with `--log-file`
+to a file rotated by size (`kraftcore.runtime.process_log`). A configuration or
 format problem is one line, `kraftcore start: error: ...`, and exit status 1; a node that
-stops on a storage failure exits with 1 too. Once the node has started, the process's
+stops on a failure (its storage, a safety check or any error in the Raft core or a role:
+fail-stop) exits with 1 too. Once the node has started, the process's
 garbage collector is tuned for a server (`kraftcore.runtime.collector`).
 """
 
@@ -14,6 +16,7 @@ import logging
 import sys
 
 from kraftcore.errors import ConfigError, KraftcoreError
+from kraftcore.runtime import process_log
 
 
 def add_arguments(sub):
@@ -26,6 +29,17 @@ def add_arguments(sub):
                        dest="overrides", help="override one property (repeatable)")
     start.add_argument("--log-level", default="INFO",
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    start.add_argument("--log-file", metavar="PATH",
+                       help="append the log (and anything else the process prints) to PATH, "
+                       "rotated by size, instead of stderr")
+    start.add_argument("--log-file-max-bytes", type=int, metavar="BYTES",
+                       default=process_log.LOG_FILE_MAX_BYTES_DEFAULT,
+                       help="rotate the log file when it would pass this size (default "
+                       "%(default)s)")
+    start.add_argument("--log-file-backups", type=int, metavar="N",
+                       default=process_log.LOG_FILE_BACKUPS_DEFAULT,
+                       help="how many rotated files PATH.1 .. PATH.N to keep (default "
+                       "%(default)s)")
 
 
 def run(args, *, err=None):
@@ -35,6 +49,12 @@ def run(args, *, err=None):
     from kraftcore.runtime.node import Node
 
     err = err or sys.stderr
+    if args.log_file is not None:
+        try:
+            process_log.check_settings(args.log_file_max_bytes, args.log_file_backups)
+        except ValueError as exc:
+            err.write(f"kraftcore start: error: {exc}\n")
+            return 1
     try:
         config = NodeConfig.from_file(args.config)
         if args.overrides:
@@ -43,9 +63,19 @@ def run(args, *, err=None):
     except (ConfigError, KraftcoreError, OSError) as exc:
         err.write(f"kraftcore start: error: {exc}\n")
         return 1
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=err,
-                        format=f"%(asctime)s node-{config.node_id} %(levelname)s "
-                               "%(name)s: %(message)s")
+    level = getattr(logging, args.log_level)
+    if args.log_file is None:
+        logging.basicConfig(level=level, stream=err,
+                            format=f"%(asctime)s node-{config.node_id} %(levelname)s "
+                                   "%(name)s: %(message)s")
+    else:
+        try:
+            process_log.use_log_file(args.log_file, args.log_file_max_bytes,
+                                     args.log_file_backups, level=level,
+                                     node_id=config.node_id)
+        except (ValueError, OSError) as exc:
+            err.write(f"kraftcore start: error: --log-file {args.log_file}: {exc}\n")
+            return 1
     try:
         # This process is the node's own: tune its garbage collector once the image is
         # loaded (kraftcore.runtime.collector).

@@ -2,8 +2,10 @@
 voter running the `QuorumController`), a broker (an observer following the metadata log
 with its lifecycle), or both — bound to real sockets, files and the clock.
 
-The node owns its listener(s) (`kraftcore.net.Listener`), its peer pool (connections to the
-controllers by node id), the metadata log (`FileRaftStorage` in
+The node owns its listener(s) (`kraftcore.net.Listener`, each with the config's frame and
+connection limits, all sharing one `RequestMemory` of `queued.max.request.bytes`; the
+quorum's requests and clients' arrive on the same controller listener), its peer pool
+(connections to the controllers by node id), the metadata log (`FileRaftStorage` in
 `<metadata.log.dir>/__cluster_metadata-0`, with `quorum-state` beside it) and the one
 `RaftDriver` over them; each role plugs into the driver's `on_ready`:
 
@@ -22,8 +24,9 @@ controllers by node id), the metadata log (`FileRaftStorage` in
 Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
 (leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
 resigns (EndQuorumEpoch to the voters, so a successor is elected at once instead of after
-a fetch timeout); then the sockets and files are closed. A storage failure or a safety
-check of the core stops the node at once with a non-zero exit.
+a fetch timeout); then the sockets and files are closed. Any error the driver meets in the
+Raft core, its storage or the roles' `on_ready` stops the node at once with exit status 1
+and one error line (`kraftcore.runtime.raft_driver`, fail-stop).
 """
 
 import asyncio
@@ -35,10 +38,11 @@ import signal
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.controller.controller import QuorumController
-from kraftcore.errors import KraftcoreError
+from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
 from kraftcore.log.raft_storage import FileRaftStorage
 from kraftcore.metadata.loader import MetadataLoader
-from kraftcore.net import Listener, PeerPool
+from kraftcore.net import Listener, PeerPool, RequestMemory
+from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.protocol.uuid import Uuid
 from kraftcore.runtime.raft_driver import RaftDriver
 
@@ -72,11 +76,29 @@ class _Wakeup:
 
     def _fire(self):
         self._handle = None
-        if not self.node.closing:  # the listeners, the pool and the log are going away
-            self._wake()
+        node = self.node
+        if node.closing or node.driver.failed is not None:
+            return  # the listeners, the pool and the log are going away
+        self.guarded(self._wake)
+
+    def guarded(self, step, *args):
+        """Run one step of the role; an exception in it stops the node (fail-stop, as the
+        driver does): a role that raised is in no known state, and must not run on."""
+        node = self.node
+        try:
+            step(*args)
+        except Exception as exc:
+            if exc is not node.driver.failed:  # the driver logs its own failures
+                log.error("node %s stops: the %s role failed: %s: %s", node.node_id,
+                          self.role, type(exc).__name__, exc)
+                log.debug("node %s: the %s role's failure", node.node_id, self.role,
+                          exc_info=exc)
+            node.fail(exc, logged=True)
 
 
 class ControllerRole(_Wakeup):
+    role = "controller"
+
     def __init__(self, node):
         self.node = node
         config = node.config
@@ -102,15 +124,9 @@ class ControllerRole(_Wakeup):
 
     def _wake(self):
         node = self.node
-        if node.driver.failed is not None:
-            return
         now = node.driver.clock()
-        try:
-            deadline = self.controller.run(now)
-            self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
-        except KraftcoreError as exc:
-            node.fail(exc)
-            return
+        deadline = self.controller.run(now)
+        self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
         if deadline is not None:
             self.schedule(max(0, deadline - now))
 
@@ -136,6 +152,8 @@ class ControllerRole(_Wakeup):
 
 
 class BrokerRole(_Wakeup):
+    role = "broker"
+
     def __init__(self, node):
         self.node = node
         config = node.config
@@ -151,11 +169,39 @@ class BrokerRole(_Wakeup):
             request_timeout_ms=config.raft_config().request_timeout_ms)
         self._next_isr_check_ms = 0
         self._isr_requests = 0  # AlterPartition requests in flight
+        self._transitions_logged = 0
         self.done = asyncio.get_running_loop().create_future()
 
     def start(self):
         self.lifecycle.start(self.node.driver.clock())
         self.schedule(0)
+
+    def _log_transitions(self):
+        """One log line per lifecycle transition not logged yet (fenced, online, ...)."""
+        lifecycle = self.lifecycle
+        new = lifecycle.transitions_total - self._transitions_logged
+        if new:
+            self._transitions_logged = lifecycle.transitions_total
+            for t in list(lifecycle.transitions)[-new:]:
+                log.info("broker %s: %s -> %s: %s", self.node.node_id, t.from_state,
+                         t.to_state, t.reason)
+
+    def _log_refusal(self, request, result):
+        """A warning for each registration the controller refuses. A broker whose node.id
+        another live broker holds is refused with DUPLICATE_BROKER_REGISTRATION for as long
+        as that broker's session lasts; the operator must hear of it."""
+        if type(request) is not RegisterRequest or not isinstance(result, ControllerError) \
+                or isinstance(result, NotControllerError):
+            return
+        if result.code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            log.warning("broker %s: the controller refused the registration: another broker "
+                        "process holds node.id %s and its session is live "
+                        "(DUPLICATE_BROKER_REGISTRATION). This broker stays unregistered and "
+                        "retries; stop the other process or give this one another node.id",
+                        self.node.node_id, self.node.node_id)
+        else:
+            log.warning("broker %s: registration refused, retrying: %s", self.node.node_id,
+                        result)
 
     def on_ready(self, ready):
         node = self.node
@@ -171,6 +217,7 @@ class BrokerRole(_Wakeup):
         requests, deadline = lifecycle.poll(now)
         for request in requests:
             self._send(request)
+        self._log_transitions()
         if lifecycle.done:
             if not self.done.done():
                 self.done.set_result(lifecycle.error)
@@ -213,10 +260,13 @@ class BrokerRole(_Wakeup):
                     result = exc
             else:
                 result = error
-            self.lifecycle.on_response(request, result, now)
+            if self.lifecycle.on_response(request, result, now):
+                self._log_refusal(request, result)
+            self._log_transitions()
             self.schedule(0)
 
-        node.pool.send_nowait(target, body, version, on_response)
+        node.pool.send_nowait(target, body, version,
+                              lambda *answer: self.guarded(on_response, *answer))
 
     def _maybe_expand_isrs(self):
         """As partition leader, ask to re-admit replicas that are active brokers (see the
@@ -290,6 +340,7 @@ class Node:
         self.driver = None
         self.pool = None
         self.listeners = []
+        self.request_memory = RequestMemory(config.request_memory_bytes)
         self.controller = None
         self.broker = None
         self.broker_endpoints = []
@@ -330,11 +381,13 @@ class Node:
                 self.pool.update(voter_id, host, port)
         self.driver = RaftDriver(self.node_id, self.voters, self.storage, directory,
                                  raft_config, self.pool, rng=random.Random(),
-                                 on_ready=self._on_ready, on_fatal=self.fail)
+                                 on_ready=self._on_ready,
+                                 on_fatal=lambda exc: self.fail(exc, logged=True))
         if config.is_controller:
             host, port = config.controller_listener
-            self.listeners.append(await Listener.start(host, port, self._handle,
-                                                       name=f"controller-{self.node_id}"))
+            self.listeners.append(await Listener.start(
+                host, port, self._handle, memory=self.request_memory,
+                **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
         if config.is_broker:
             host, port = config.broker_listener
@@ -342,6 +395,8 @@ class Node:
             # Metadata from the broker's own image (what clients see of the cluster).
             listener = await Listener.start(host, port, self._handle_broker,
                                             api_keys=(METADATA_API,),
+                                            memory=self.request_memory,
+                                            **config.listener_settings(),
                                             name=f"broker-{self.node_id}")
             self.listeners.append(listener)
             # What the broker registers: its advertised endpoints, with the bound port when
@@ -381,8 +436,11 @@ class Node:
 
         return await controller_api.handle_controller_request(_BrokerView(self), request)
 
-    def fail(self, exc):
-        log.error("node %s stops: %s", self.node_id, exc)
+    def fail(self, exc, logged=False):
+        """Stop with exit status 1; `logged`: the error line is written already (the
+        driver's)."""
+        if not logged:
+            log.error("node %s stops: %s", self.node_id, exc)
         self.exit_code = 1
         if self.stopped is not None and not self.stopped.done():
             self.stopped.set_result(None)
