@@ -97,3 +97,81 @@ def test_an_exception_in_a_role_stops_the_node_with_exit_code_1(tmp_path, caplog
         assert asyncio.run(scenario()) == 1
     assert [r.getMessage() for r in caplog.records if "stops" in r.getMessage()] == [
         "node 1 stops: the broker role failed: RuntimeError: lifecycle bug"]
+
+
+def test_a_metadata_log_with_a_gap_opens_only_when_asked(tmp_path):
+    """A middle segment of the metadata log deleted by hand: the node refuses to start
+    (LogGapError, and `kraftcore start` says which option to use), nothing on disk
+    changes; with set_aside_past_gap it starts, the files past the gap renamed .stray."""
+    import os
+    import subprocess
+    import sys
+
+    from kraftcore.controller.replication import NewTopic
+    from kraftcore.errors import ControllerError, LogGapError
+    from kraftcore.log.meta_properties import format_directories
+
+    controller_port, broker_port = free_ports(2)
+    text = node_properties(
+        1, ("controller", "broker"), {1: controller_port},
+        {"controller": controller_port, "broker": broker_port}, str(tmp_path / "n1"),
+        FAST + [("metadata.log.segment.bytes", "1024"),
+                ("metadata.log.segment.min.bytes", "1024")])
+    config = NodeConfig.from_text(text)
+    cluster_id = str(Uuid.random(random.Random(1)))
+    format_directories(config, cluster_id)
+    directory = config.metadata_partition_dir
+
+    def segments():
+        return sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+
+    async def fill():
+        node = Node(config, cluster_id)
+        await node.start()
+        try:
+            created = 0
+            deadline = asyncio.get_running_loop().time() + 30
+            while len(segments()) < 5:
+                assert asyncio.get_running_loop().time() < deadline, segments()
+                try:
+                    [result] = await node.submit("create_topics", [NewTopic(
+                        f"topic-{created}", 1, 1)])
+                except ControllerError:
+                    await asyncio.sleep(0.1)  # the broker is not registered yet
+                    continue
+                created += result.error_code == 0
+        finally:
+            await node.stop()
+    asyncio.run(fill())
+
+    os.remove(os.path.join(directory, segments()[2]))
+    before = sorted(os.listdir(directory))
+
+    async def start(**options):
+        node = Node(config, cluster_id, **options)
+        try:
+            await node.start()
+        finally:
+            await node.stop()
+    try:
+        asyncio.run(start())
+    except LogGapError as exc:
+        assert "set_aside_past_gap" in str(exc)
+    else:
+        raise AssertionError("a metadata log with a gap opened")
+    assert sorted(os.listdir(directory)) == before
+
+    path = tmp_path / "server.properties"
+    path.write_text(text)
+    result = subprocess.run([sys.executable, "-m", "kraftcore.cli.main", "start", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1 and "start it once with --set-aside-past-gap" in \
+        result.stderr and "Traceback" not in result.stderr
+    assert sorted(os.listdir(directory)) == before
+
+    asyncio.run(start(set_aside_past_gap=True))
+    before_logs = [n for n in before if n.endswith(".log")]
+    strays = sorted(n[:-len(".stray")] for n in os.listdir(directory)
+                    if n.endswith(".log.stray"))
+    assert strays == before_logs[2:]  # every segment past the gap, none deleted
+    assert segments()[:2] == before_logs[:2]

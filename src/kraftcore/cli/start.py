@@ -15,7 +15,7 @@ import asyncio
 import logging
 import sys
 
-from kraftcore.errors import ConfigError, KraftcoreError
+from kraftcore.errors import ConfigError, KraftcoreError, LogGapError
 from kraftcore.runtime import process_log
 
 
@@ -29,6 +29,11 @@ def add_arguments(sub):
                        dest="overrides", help="override one property (repeatable)")
     start.add_argument("--log-level", default="INFO",
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    start.add_argument("--set-aside-past-gap", action="store_true",
+                       help="open a metadata log with a gap in its segments up to the gap, "
+                       "renaming the segment files past it to <name>.stray (the node then "
+                       "fetches the rest from the quorum's leader); without it such a log "
+                       "refuses to open")
     start.add_argument("--log-file", metavar="PATH",
                        help="append the log (and anything else the process prints) to PATH, "
                        "rotated by size, instead of stderr")
@@ -79,7 +84,12 @@ def run(args, *, err=None):
     try:
         # This process is the node's own: tune its garbage collector once the image is
         # loaded (kraftcore.runtime.collector).
-        return asyncio.run(Node(config, cluster_id).run(started=collector.settle))
+        node = Node(config, cluster_id, set_aside_past_gap=args.set_aside_past_gap)
+        return asyncio.run(node.run(started=collector.settle))
+    except LogGapError as exc:
+        err.write(f"kraftcore start: error: {exc}. For this node: start it once with "
+                  "--set-aside-past-gap\n")
+        return 1
     except KraftcoreError as exc:
         err.write(f"kraftcore start: error: {exc}\n")
         return 1

@@ -329,10 +329,14 @@ class _BrokerView:
 
 class Node:
     """A node process (see the module docstring). `config` is a
-    `kraftcore.runtime.config.NodeConfig`; `cluster_id` comes from meta.properties."""
+    `kraftcore.runtime.config.NodeConfig`; `cluster_id` comes from meta.properties.
+    `set_aside_past_gap`: open a metadata log whose segments have a gap up to the gap,
+    renaming the segment files past it to `.stray` (`Log.open`); the node then fetches
+    the rest from the leader. Without it such a log refuses to open (`LogGapError`)."""
 
-    def __init__(self, config, cluster_id):
+    def __init__(self, config, cluster_id, *, set_aside_past_gap=False):
         self.config = config
+        self.set_aside_past_gap = set_aside_past_gap
         self.cluster_id = cluster_id
         self.node_id = config.node_id
         self.voters = dict(config.voters)
@@ -372,7 +376,8 @@ class Node:
         self.stopped = loop.create_future()
         directory = config.metadata_partition_dir
         os.makedirs(directory, exist_ok=True)
-        self.storage = FileRaftStorage.open(directory, **config.metadata_log_settings())
+        self.storage = FileRaftStorage.open(directory, **config.metadata_log_settings(),
+                                            set_aside_past_gap=self.set_aside_past_gap)
         raft_config = config.raft_config(self.cluster_id)
         self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
                              + raft_config.fetch_max_wait_ms)
