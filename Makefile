@@ -19,10 +19,12 @@ $(STAMP): $(VPY) $(SOURCES)
 
 install: $(STAMP)
 
-# The whole suite but the `slow` tests on the native kernels (which must load), then the
-# smoke subset on the pure-Python kernels to prove the fall-back works.
+# The layers' import contracts (pyproject.toml, docs/architecture.md), the whole suite but
+# the `slow` tests on the native kernels (which must load), then the smoke subset on the
+# pure-Python kernels to prove the fall-back works.
 # `.venv/bin/python -m pytest -m slow` runs the slow tests.
 test: install
+	$(VENV)/bin/lint-imports --no-cache
 	$(VPY) -m pytest -q -m "not slow"
 	KRAFTCORE_PURE=1 $(VPY) -m pytest -q -m smoke -p no:cacheprovider
 

@@ -1,4 +1,4 @@
-"""Controller benchmarks: the active controller over a real Raft core (`kraftcore.sim.local`,
+"""Controller benchmarks: the active controller over a real Raft core (`kraftcore.controller.local`,
 one voter, in-process storage, no network).
 
 * `controller-fence-100k`: a broker that leads 100,000 partitions (1000 topics x 100
@@ -33,11 +33,11 @@ import dataclasses
 from kraftcore.controller.replication import NewTopic
 from kraftcore.metadata import records as R
 from kraftcore.metadata.loader import MetadataLoader
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.sim.controller import ControllerSimulation
 from kraftcore.sim.faults import FaultParams
-from kraftcore.sim.local import LocalQuorum
-from kraftcore.sim.run import params_for_seed
+from kraftcore.controller.local import LocalQuorum
+from kraftcore.sim.params import params_for_seed
 
 TOPICS = 1000
 PARTITIONS_PER_TOPIC = 100

@@ -29,7 +29,7 @@ import random
 import pytest
 
 from kraftcore.metadata import records as R
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 SEED = 0x6D65_7461
 COUNT = 1_000_000

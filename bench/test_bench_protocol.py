@@ -13,7 +13,7 @@ import pytest
 
 from kraftcore import codec
 from kraftcore.protocol.messages import FetchResponse
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 VERSION = 17
 PARTITIONS = 8

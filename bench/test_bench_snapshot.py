@@ -33,7 +33,7 @@ from kraftcore import codec
 from kraftcore.metadata import records as R
 from kraftcore.metadata.image import METADATA_VERSION, MetadataImage, TopicImage
 from kraftcore.metadata.snapshot import encode_snapshot, image_records, load_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 SEED = 0x736E_6170
 LEVEL = 21  # 3.9-IV0: PartitionRecord v1 (directories)

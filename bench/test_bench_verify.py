@@ -2,7 +2,7 @@
 (local[2]) and in one process without Spark, with the time split into its parts.
 
 The data (built once per run, fixed seed, outside the timed part): a QuorumController (over
-`kraftcore.sim.local.LocalQuorum`) with 6 brokers creates 500 topics of 1 to 20 partitions
+`kraftcore.controller.local.LocalQuorum`) with 6 brokers creates 500 topics of 1 to 20 partitions
 (replication factor 3; a broker is fenced and unfenced now and then, so leaders move); the
 log is cut at 150 batch boundaries spread over its growth, and 10 nodes each hold the
 snapshots of 100 of those cuts: 1000 `.checkpoint` files from a few records to ~6000,
@@ -51,8 +51,8 @@ from kraftcore import codec
 from kraftcore.controller.replication import NewTopic
 from kraftcore.metadata import records as R
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
-from kraftcore.sim.local import LocalQuorum
+from kraftcore.types import Uuid
+from kraftcore.controller.local import LocalQuorum
 from kraftcore.spark import checks as C
 from kraftcore.spark.inputs import discover_nodes
 from kraftcore.spark.local import verify_in_process

@@ -17,7 +17,7 @@ from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_pu
                  kc_get_be16, kc_get_be32, kc_get_be64)
 
 from kraftcore.errors import EncodeError, ProtocolError
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore._py.protocol import (EMPTY_ELEMENTS_MAX as _EMPTY_MAX, FRAME_VERSION as _FRAME,
                                     _checked_unknown)
 

@@ -13,7 +13,7 @@ from kraftcore.controller.cluster import HeartbeatResult, RegistrationResult
 from kraftcore.controller.replication import NewTopic
 from kraftcore.errors import ConfigError, ControllerError, NotControllerError
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from tests.controller.harness import Harness
 
 INCARNATION = Uuid.from_ints(0xB0, 1)

@@ -9,14 +9,16 @@ import pytest
 
 from kraftcore.broker.metadata import BrokerMetadata, MetadataUpdate, visible_brokers
 from kraftcore.errors import InvalidOffsetError, MetadataError
-from kraftcore.metadata import control as C, records as R
+from kraftcore.metadata import records as R
+from kraftcore.raft import control as C
 from kraftcore.metadata.image import CONFIG_TOPIC, EMPTY_IMAGE, METADATA_VERSION
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft import RaftConfig, RaftCore
-from kraftcore.raft.types import CommittedBatch, Ready, SnapshotId
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.types import CommittedBatch, Ready
+from kraftcore.types import SnapshotId
+from kraftcore.raft.memory import MemoryStorage
 
 TS = 1_700_000_000_000
 T1 = Uuid.from_ints(1, 1)

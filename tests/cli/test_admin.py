@@ -22,11 +22,11 @@ from kraftcore.controller.replication import NewTopic
 from kraftcore.net import Listener
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft import rpc
 from kraftcore.raft.types import RaftMessage
 from kraftcore.runtime.controller_api import handle_controller_request
-from kraftcore.sim.local import LocalQuorum
+from kraftcore.controller.local import LocalQuorum
 
 from tests.runtime.test_controller_api import LocalFacade, StandbyFacade
 

@@ -11,8 +11,9 @@ import pytest
 from kraftcore.cli import dump_log
 from kraftcore.cli.main import main
 from kraftcore.log import Log
-from kraftcore.metadata import control, records
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.metadata import records
+from kraftcore.raft import control
+from kraftcore.types import Uuid
 
 pytestmark = pytest.mark.smoke
 

@@ -10,7 +10,7 @@ import pytest
 
 from kraftcore.cli.main import main
 from kraftcore.log.meta_properties import check_formatted, read_meta_properties
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.runtime.config import NodeConfig
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"

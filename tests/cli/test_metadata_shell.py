@@ -15,14 +15,14 @@ import pytest
 from kraftcore.cli import metadata_shell as ms
 from kraftcore.cli.main import main
 from kraftcore.controller.replication import NewTopic
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileRaftStorage
 from kraftcore.metadata import records as R
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft.types import CommittedBatch
-from kraftcore.sim.local import LocalQuorum
+from kraftcore.controller.local import LocalQuorum
 
 ACL_ID = Uuid.from_ints(0xAC1, 1)
 
@@ -576,7 +576,7 @@ def test_dir_errors_name_the_problem(history, tmp_path, capsys):
 def test_records_that_do_not_replay_are_a_startup_error(history, tmp_path, capsys):
     # a snapshot whose partition has no topic: well-formed bytes, inconsistent records
     from kraftcore import codec
-    from kraftcore.metadata.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
+    from kraftcore.raft.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
                                             encode_control_batch)
 
     orphan = history.image.topic("orders").partitions[0]

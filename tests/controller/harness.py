@@ -8,7 +8,7 @@ from kraftcore import codec
 from kraftcore.controller.config import ControllerConfig
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import NotLeaderError
-from kraftcore.metadata import control
+from kraftcore.raft import control
 from kraftcore.raft.types import CommittedBatch, LeaderAndEpoch
 
 

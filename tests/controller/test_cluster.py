@@ -6,7 +6,7 @@ results and the committed image."""
 from kraftcore.controller.cluster import HeartbeatResult, ProducerIdsResult
 from kraftcore.metadata import records as R
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 from tests.controller.util import Cluster, NewTopic, error_code, names
 

@@ -673,7 +673,7 @@ def test_batches_another_writer_commits_in_the_epoch_are_replayed_not_adopted():
     """`RaftDriver.append` on the active controller's node: NoOps are replayed beside the
     controller's own writes; anything else makes it step down, so that the next active
     controller starts from a committed image that holds those records."""
-    from kraftcore.sim.local import LocalQuorum
+    from kraftcore.controller.local import LocalQuorum
 
     q = LocalQuorum()
     level = q.controller.image.metadata_version()
@@ -709,7 +709,7 @@ def test_batches_another_writer_commits_in_the_epoch_are_replayed_not_adopted():
 
 
 def test_an_operation_that_raises_fails_its_request_and_the_controller_goes_on():
-    from kraftcore.sim.local import LocalQuorum
+    from kraftcore.controller.local import LocalQuorum
 
     q = LocalQuorum()
 

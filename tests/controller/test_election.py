@@ -16,7 +16,7 @@ from kraftcore.metadata.partition import (
 )
 from kraftcore.metadata.records import PartitionChangeRecord, PartitionRecord
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 TOPIC = Uuid(bytes(range(16)))
 DIRS = {b: Uuid(bytes(15) + bytes([b])) for b in range(1, 10)}

@@ -9,7 +9,7 @@ from kraftcore.errors import ControllerError
 from kraftcore.metadata import records as R
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.partition import NO_LEADER, RECOVERING
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 from tests.controller.harness import Harness
 

@@ -15,7 +15,7 @@ from kraftcore.log.meta_properties import (AlreadyFormattedError, MetaProperties
                                            parse_properties, read_meta_properties,
                                            store_properties, validate_cluster_id,
                                            write_meta_properties)
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.runtime.config import NodeConfig
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"

@@ -7,7 +7,7 @@ import pytest
 
 from kraftcore.log import quorum_state as qs
 from kraftcore.log.checkpoint import CheckpointError
-from kraftcore.protocol.uuid import ZERO_UUID, Uuid
+from kraftcore.types import ZERO_UUID, ElectionState, Uuid
 
 pytestmark = pytest.mark.smoke
 
@@ -15,7 +15,7 @@ DIR_ID = Uuid.from_str("J8aAPcfLQt2bqs1JT_rMgQ")
 
 
 def test_golden_version_1():
-    state = qs.ElectionState(epoch=2, voted_id=1, voted_directory_id=DIR_ID)
+    state = ElectionState(epoch=2, voted_id=1, voted_directory_id=DIR_ID)
     assert qs.encode(state, 1) == (
         b'{"leaderId":-1,"leaderEpoch":2,"votedId":1,'
         b'"votedDirectoryId":"J8aAPcfLQt2bqs1JT_rMgQ","data_version":1}')
@@ -23,35 +23,35 @@ def test_golden_version_1():
 
 
 def test_version_0_carries_the_static_voters():
-    state = qs.ElectionState(epoch=3, leader_id=2, voters=(1, 2, 3))
+    state = ElectionState(epoch=3, leader_id=2, voters=(1, 2, 3))
     raw = qs.encode(state, 0)
     assert raw == (b'{"clusterId":"","leaderId":2,"leaderEpoch":3,"votedId":-1,"appliedOffset":0,'
                    b'"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}')
     assert qs.decode(raw) == state
     # no voters: null, as Kafka writes it
-    assert b'"currentVoters":null' in qs.encode(qs.ElectionState(epoch=1), 0)
+    assert b'"currentVoters":null' in qs.encode(ElectionState(epoch=1), 0)
     # a version-0 file does not carry the directory id
-    assert qs.decode(qs.encode(qs.ElectionState(epoch=1, voted_id=4, voted_directory_id=DIR_ID),
+    assert qs.decode(qs.encode(ElectionState(epoch=1, voted_id=4, voted_directory_id=DIR_ID),
                                0)).voted_directory_id == ZERO_UUID
 
 
 def test_leader_and_vote_in_one_epoch():
-    state = qs.ElectionState(epoch=7, leader_id=1, voted_id=1, voted_directory_id=DIR_ID)
+    state = ElectionState(epoch=7, leader_id=1, voted_id=1, voted_directory_id=DIR_ID)
     assert qs.decode(qs.encode(state, 1)) == state
 
 
 def test_write_and_read_back(tmp_path):
     assert qs.read(tmp_path) is None
-    state = qs.ElectionState(epoch=5, leader_id=3)
+    state = ElectionState(epoch=5, leader_id=3)
     qs.write(tmp_path, state, 1)
     assert qs.read(tmp_path) == state
-    qs.write(tmp_path, qs.ElectionState(epoch=6, voted_id=2), 1)
+    qs.write(tmp_path, ElectionState(epoch=6, voted_id=2), 1)
     assert qs.read(tmp_path).epoch == 6
     assert sorted(os.listdir(tmp_path)) == ["quorum-state"]  # no temporary file left
 
 
 def test_only_the_first_line_counts():
-    assert qs.decode(qs.encode(qs.ElectionState(epoch=1), 1) + b"\ngarbage").epoch == 1
+    assert qs.decode(qs.encode(ElectionState(epoch=1), 1) + b"\ngarbage").epoch == 1
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -78,18 +78,18 @@ def test_bad_files_are_checkpoint_errors(raw, message):
 
 def test_bad_states_and_versions_are_refused(tmp_path):
     with pytest.raises(ValueError, match="epoch"):
-        qs.ElectionState(epoch=-1)
+        ElectionState(epoch=-1)
     with pytest.raises(ValueError, match="voted_id"):
-        qs.ElectionState(epoch=1, voted_id=-1)
+        ElectionState(epoch=1, voted_id=-1)
     # The file's fields are int32: nothing out of their range is ever written.
     with pytest.raises(ValueError, match="int32"):
-        qs.ElectionState(epoch=2**31)
+        ElectionState(epoch=2**31)
     with pytest.raises(ValueError, match="leader_id"):
-        qs.ElectionState(epoch=1, leader_id=2**31)
-    assert qs.decode(qs.encode(qs.ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1), 1)) \
-        == qs.ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1)
+        ElectionState(epoch=1, leader_id=2**31)
+    assert qs.decode(qs.encode(ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1), 1)) \
+        == ElectionState(epoch=2**31 - 1, leader_id=2**31 - 1)
     with pytest.raises(ValueError, match="data_version"):
-        qs.encode(qs.ElectionState(epoch=1), 2)
+        qs.encode(ElectionState(epoch=1), 2)
     big = tmp_path / "quorum-state"
     big.write_bytes(b" " * (qs.FILE_BYTES_MAX + 1))
     with pytest.raises(CheckpointError, match="larger than"):

@@ -12,10 +12,10 @@ from kraftcore.errors import StorageError
 from kraftcore.log import fileio
 from kraftcore.log.snapshots import (SnapshotDirectory, SnapshotWriter, file_name,
                                      parse_file_name)
-from kraftcore.metadata.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
+from kraftcore.raft.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
                                         encode_control_batch)
 from kraftcore.raft.storage import SnapshotDownload
-from kraftcore.raft.types import SnapshotId
+from kraftcore.types import SnapshotId
 
 pytestmark = pytest.mark.smoke
 
@@ -188,20 +188,20 @@ def test_reads_by_position(snapshots):
             snapshots.read(sid, position, 1)
 
 
-def test_timestamp_is_the_header_timestamp_else_the_file_time(snapshots):
-    kafka = SnapshotId(3, 1)
-    snapshots.write(kafka, kafka_snapshot(1_700_000_123_456))
-    assert snapshots.timestamp_ms(kafka) == 1_700_000_123_456
+def test_first_batch_is_the_batch_the_framing_declares_else_none(snapshots):
+    sid = SnapshotId(3, 1)
+    batch = codec.encode_batch([b"v"], timestamp=5)
+    snapshots.write(sid, batch + codec.encode_batch([b"w"], base_offset=1))
+    assert snapshots.first_batch(sid) == batch
     plain = SnapshotId(4, 1)
     snapshots.write(plain, b"not a record batch at all, but long enough to hold a header..")
+    assert snapshots.first_batch(plain) is None
+    short = SnapshotId(5, 1)
+    snapshots.write(short, batch[:30])
+    assert snapshots.first_batch(short) is None
+    assert snapshots.first_batch(SnapshotId(6, 1)) is None
     os.utime(snapshots.path_of(plain), ns=(1_600_000_000_000_000_000,) * 2)
     assert snapshots.mtime_ms(plain) == 1_600_000_000_000
-    assert snapshots.timestamp_ms(plain) == 1_600_000_000_000
-    data_first = SnapshotId(5, 1)  # a first batch that is not a SnapshotHeader
-    snapshots.write(data_first, codec.encode_batch([b"v"], timestamp=5))
-    os.utime(snapshots.path_of(data_first), ns=(1_500_000_000_000_000_000,) * 2)
-    assert snapshots.timestamp_ms(data_first) == 1_500_000_000_000
-    assert snapshots.timestamp_ms(SnapshotId(6, 1)) is None
     assert snapshots.mtime_ms(SnapshotId(6, 1)) is None
 
 

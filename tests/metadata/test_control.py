@@ -8,8 +8,9 @@ from hypothesis import given, settings, strategies as st
 
 from kraftcore import codec
 from kraftcore.errors import EncodeError, ProtocolError
-from kraftcore.metadata import control as C, records as R
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.metadata import records as R
+from kraftcore.raft import control as C
+from kraftcore.types import Uuid
 from tests.protocol.strategies import message_at
 
 KERNELS = {name: modules[4] for name, modules in codec.implementations().items()}

@@ -6,12 +6,13 @@ applied."""
 import pytest
 
 from kraftcore.errors import MetadataError
-from kraftcore.metadata import control as C, records as R
+from kraftcore.metadata import records as R
+from kraftcore.raft import control as C
 from kraftcore.metadata.delta import MetadataDelta, replay_all
 from kraftcore.metadata.image import (
     CONFIG_BROKER, CONFIG_TOPIC, EMPTY_IMAGE, KRAFT_VERSION, METADATA_VERSION, MetadataImage,
     TopicImage)
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 CONFIG_BROKER_LOGGER = 8
 

@@ -6,11 +6,12 @@ transaction), and loading a snapshot resets the loader."""
 import pytest
 
 from kraftcore.errors import CorruptRecordError, MetadataError
-from kraftcore.metadata import control as C, records as R
+from kraftcore.metadata import records as R
+from kraftcore.raft import control as C
 from kraftcore.metadata.image import CONFIG_TOPIC, EMPTY_IMAGE, METADATA_VERSION
 from kraftcore.metadata.loader import SNAPSHOT_INTERVAL_MS, SNAPSHOT_MAX_BYTES, MetadataLoader
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft.types import CommittedBatch
 
 TS = 1_700_000_000_000

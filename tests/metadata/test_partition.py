@@ -12,7 +12,7 @@ from kraftcore.metadata.partition import (
     check_partition,
 )
 from kraftcore.metadata.records import PartitionChangeRecord, PartitionRecord
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 TOPIC = Uuid(bytes(range(16)))
 OTHER_TOPIC = Uuid(bytes(range(1, 17)))

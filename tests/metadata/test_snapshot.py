@@ -13,14 +13,15 @@ from hypothesis import given, settings, strategies as st
 
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, MetadataError
-from kraftcore.metadata import control as C, records as R
+from kraftcore.metadata import records as R
+from kraftcore.raft import control as C
 from kraftcore.metadata.delta import MetadataDelta, replay_all
 from kraftcore.metadata.image import (
     CONFIG_BROKER, CONFIG_TOPIC, EMPTY_IMAGE, KRAFT_VERSION, METADATA_VERSION, MetadataImage)
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import (
     decode_snapshot, encode_snapshot, image_records, load_snapshot, record_versions)
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft.types import CommittedBatch
 
 LEVELS = (7, 14, 21, 23)  # RegisterBroker v1/v2/v3, PartitionRecord v0/v0/v1/v2

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kraftcore._py import protocol as K
 from kraftcore.protocol.schema import in_range
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 _INTS = {
     K.INT8: (-(1 << 7), (1 << 7) - 1), K.INT16: (-(1 << 15), (1 << 15) - 1),

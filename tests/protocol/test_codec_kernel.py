@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from kraftcore import codec
 from kraftcore.errors import EncodeError, ProtocolError, UnsupportedVersionError
 from kraftcore.protocol.schema import Field as F, message, parse_versions
-from kraftcore.protocol.uuid import METADATA_TOPIC_ID, ZERO_UUID, Uuid
+from kraftcore.types import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from tests.protocol.strategies import message_at
 
 pytestmark = pytest.mark.smoke

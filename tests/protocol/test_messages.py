@@ -13,7 +13,7 @@ from kraftcore.protocol import messages as M
 from kraftcore.protocol.apis import API_BY_KEY, API_BY_NAME, Api, api
 from kraftcore.protocol.error_codes import ErrorCode, error_name
 from kraftcore.protocol.schema import in_range
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 from .strategies import message_at
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kraftcore import codec
 from kraftcore.protocol import messages as M
 from kraftcore.protocol.schema import Struct, in_range
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 from .strategies import message_at
 

@@ -30,11 +30,11 @@ import textwrap
 
 from kraftcore import codec
 from kraftcore.errors import NotLeaderError
-from kraftcore.metadata.control import decode_control_record
+from kraftcore.raft.control import decode_control_record
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import RaftConfig, RaftCore
 from kraftcore.raft.types import RaftMessage
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.memory import MemoryStorage
 
 # A loop guard: this many deliveries in one deliver() means something is spinning.
 DELIVERIES_MAX = 100_000

@@ -16,13 +16,13 @@ import pytest
 from kraftcore.errors import RaftEpochExhaustedError, RaftStateError
 from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX,
                               RAFT_OBSERVERS_MAX)
-from kraftcore.log.quorum_state import ElectionState
+from kraftcore.types import ElectionState
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
 from kraftcore.raft import RaftConfig, RaftCore, rpc
 from kraftcore.raft import leader as leader_module
-from kraftcore.raft.types import SnapshotId
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.types import SnapshotId
+from kraftcore.raft.memory import MemoryStorage
 
 from tests.raft.harness import Cluster, assert_transcript
 

@@ -18,14 +18,15 @@ import pytest
 
 from kraftcore import codec
 from kraftcore.errors import NotLeaderError, RaftStateError
-from kraftcore.log.quorum_state import ElectionState
-from kraftcore.metadata.control import LEADER_CHANGE, decode_control_record
+from kraftcore.types import ElectionState
+from kraftcore.raft.control import LEADER_CHANGE, decode_control_record
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import RaftConfig, RaftCore, rpc
 from kraftcore.raft.config import CLUSTER_METADATA_TOPIC
-from kraftcore.raft.types import RaftMessage, SnapshotId
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.types import RaftMessage
+from kraftcore.types import SnapshotId
+from kraftcore.raft.memory import MemoryStorage
 
 from tests.raft.harness import Cluster, assert_transcript, count_lines, find_line
 

@@ -19,10 +19,10 @@ from kraftcore.metadata.image import (CONFIG_BROKER, CONFIG_TOPIC, METADATA_VERS
 from kraftcore.metadata.records import METADATA_VERSION_LEVELS
 from kraftcore.protocol import framing, messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
-from kraftcore.protocol.uuid import ZERO_UUID, Uuid
+from kraftcore.types import ZERO_UUID, Uuid
 from kraftcore.runtime import controller_api as api
 from kraftcore.runtime.controller_api import handle_controller_request
-from kraftcore.sim.local import LocalQuorum
+from kraftcore.controller.local import LocalQuorum
 
 from tests.protocol.strategies import message_at
 

@@ -17,7 +17,7 @@ from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, NotLeaderE
                               RaftEpochExhaustedError)
 from kraftcore.limits import RAFT_EPOCH_MAX
 from kraftcore.log import quorum_state
-from kraftcore.log.quorum_state import ElectionState
+from kraftcore.types import ElectionState
 
 from tests.runtime.test_raft_driver import Quorum, run
 

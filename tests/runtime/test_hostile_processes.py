@@ -17,7 +17,7 @@ from kraftcore.cli.cluster import free_ports, node_properties
 from kraftcore.cli.format import random_uuid
 from kraftcore.limits import RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX
 from kraftcore.log import quorum_state
-from kraftcore.log.quorum_state import ElectionState
+from kraftcore.types import ElectionState
 from kraftcore.net import Connection
 from kraftcore.protocol.error_codes import ErrorCode as E
 from kraftcore.raft import rpc

@@ -5,7 +5,7 @@ import asyncio
 import random
 
 from kraftcore.cli.cluster import free_ports, node_properties
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.runtime.config import NodeConfig
 from kraftcore.runtime.node import Node
 
@@ -47,7 +47,7 @@ def test_a_node_whose_start_fails_closes_what_it_had_opened(tmp_path):
     import socket
 
     from kraftcore.errors import ListenError
-    from kraftcore.log.raft_storage import FileRaftStorage
+    from kraftcore.runtime.raft_storage import FileRaftStorage
 
     async def scenario():
         controller_port, broker_port = free_ports(2)

@@ -15,7 +15,7 @@ from kraftcore.codec import AppendGather
 from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
 from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
 from kraftcore.log import quorum_state
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 from kraftcore.net import Listener, PeerPool
 from kraftcore.raft import rpc
 from kraftcore.raft.config import RaftConfig
@@ -71,7 +71,7 @@ class Quorum:
             for batch in ready.commits:
                 self.applied[i].append((batch.base_offset, batch.last_offset))
 
-        driver = RaftDriver(i, self.ids, storage, directory, CONFIG, pool,
+        driver = RaftDriver(i, self.ids, storage, FileElectionStore(directory), CONFIG, pool,
                             rng=random.Random(i), on_ready=on_ready,
                             on_fatal=lambda exc, i=i: self.fatal.setdefault(i, exc))
         self.drivers[i] = driver

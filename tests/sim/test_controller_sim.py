@@ -12,7 +12,8 @@ from kraftcore.metadata import snapshot as snapshot_module
 from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata import records as R
 from kraftcore.sim.controller import image_problems
-from kraftcore.sim.run import main, params_for_seed, run_seed, run_seeds
+from kraftcore.sim.params import params_for_seed
+from kraftcore.sim.run import main, run_seed, run_seeds
 
 SEEDS = range(1, 9)
 SLOW_JOBS = 2
@@ -82,7 +83,7 @@ def _broker(broker_id, fenced):
 
 
 def _uuid(n):
-    from kraftcore.protocol.uuid import Uuid
+    from kraftcore.types import Uuid
 
     return Uuid(bytes(15) + bytes([n + 2]))
 

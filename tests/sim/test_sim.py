@@ -14,8 +14,9 @@ import pytest
 
 from kraftcore.sim import node as node_module
 from kraftcore.sim.invariants import Checker
-from kraftcore.sim.run import main, params_for_seed, run_seed, run_seeds
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.sim.params import params_for_seed
+from kraftcore.sim.run import main, run_seed, run_seeds
+from kraftcore.raft.memory import MemoryStorage
 
 # (voters, observers, seeds): 300 seeds in all.
 FAST_SETS = [

@@ -7,14 +7,15 @@ import types
 import pytest
 
 from kraftcore import codec
-from kraftcore.log.quorum_state import ElectionState
-from kraftcore.metadata.control import LeaderChangeMessage, encode_control_batch
-from kraftcore.raft.types import CommittedBatch, RaftMessage, Ready, SnapshotId
+from kraftcore.types import ElectionState
+from kraftcore.raft.control import LeaderChangeMessage, encode_control_batch
+from kraftcore.raft.types import CommittedBatch, RaftMessage, Ready
+from kraftcore.types import SnapshotId
 from kraftcore.sim.invariants import Checker, CommittedLog, SimViolation
 from kraftcore.sim.network import Network, NetworkParams
 from kraftcore.sim.scheduler import Rngs, Scheduler
 from kraftcore.sim.state_machine import StateMachine, decode_snapshot, encode_snapshot
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.memory import MemoryStorage
 
 # ---------------------------------------------------------------------- scheduler
 

@@ -6,8 +6,9 @@ from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               OffsetOutOfRangeError)
 from kraftcore.raft.storage import RaftStorage, SnapshotDownload
-from kraftcore.raft.types import CommittedBatch, SnapshotId
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.types import CommittedBatch
+from kraftcore.types import SnapshotId
+from kraftcore.raft.memory import MemoryStorage
 
 
 def batch(count=2, base_offset=0, epoch=0, control=False, size=1):

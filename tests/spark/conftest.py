@@ -2,7 +2,7 @@
 session for the whole run.
 
 `cluster` is parametrized by *source*: `local-quorum`, a real QuorumController (over
-`kraftcore.sim.local.LocalQuorum`) whose metadata log is copied to three nodes, each
+`kraftcore.controller.local.LocalQuorum`) whose metadata log is copied to three nodes, each
 snapshotting it at its own offsets (`kraftcore.spark.sample`), which gives every damage of
 `tests/spark/util.damage_all` a place to go. The snapshots of a simulator run and of a real
 local cluster are checked in `test_sources.py`.

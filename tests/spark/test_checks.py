@@ -9,13 +9,13 @@ import shutil
 import pytest
 
 from kraftcore import codec
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileRaftStorage
 from kraftcore.log.snapshots import file_name
 from kraftcore.metadata import records as R
-from kraftcore.metadata.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
+from kraftcore.raft.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
                                         encode_control_batch)
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.spark import checks as C
 from kraftcore.spark.inputs import InputError, discover_nodes
 from kraftcore.spark.local import verify_in_process

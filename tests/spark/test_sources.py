@@ -31,7 +31,7 @@ METADATA_DIR = "__cluster_metadata-0"
 
 def _simulator(root):
     from kraftcore.sim.controller import ControllerSimulation, export_node
-    from kraftcore.sim.run import params_for_seed
+    from kraftcore.sim.params import params_for_seed
 
     # The first seed whose every node ends with a snapshot holding brokers and a partition
     # of two replicas or more, which the edits below need (what a seed gives follows the

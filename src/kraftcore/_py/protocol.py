@@ -31,7 +31,7 @@ Decode errors raise `ProtocolError` with the byte position; encode errors raise
 import struct
 
 from kraftcore.errors import EncodeError, ProtocolError
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 BOOL, INT8, INT16, INT32, INT64, UINT16, UINT32, FLOAT64, UUID, STRING, BYTES, RECORDS = range(12)
 STRUCT, ARRAY, ARRAY_STRUCT = 12, 13, 14

@@ -120,7 +120,7 @@ class RegisterRequest(NamedTuple):
     """BrokerRegistration for the active controller (`QuorumController.register_broker`)."""
 
     broker_id: int
-    incarnation_id: object  # a kraftcore.protocol.uuid.Uuid
+    incarnation_id: object  # a kraftcore.types.Uuid
     cluster_id: str
     rack: str
     listeners: tuple  # (name, host, port, security protocol) each

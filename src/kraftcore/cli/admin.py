@@ -43,7 +43,7 @@ from kraftcore.errors import KraftcoreError
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode, error_name
-from kraftcore.protocol.uuid import ZERO_UUID
+from kraftcore.types import ZERO_UUID
 from kraftcore.raft import rpc
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
 

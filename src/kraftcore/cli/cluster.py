@@ -25,7 +25,7 @@ import sys
 import time
 
 from kraftcore.errors import KraftcoreError
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft import rpc
 
 CLUSTER_FILE = "cluster.json"

@@ -17,7 +17,8 @@ from kraftcore import codec
 from kraftcore.errors import CorruptRecordError
 from kraftcore.cli import dump_log
 from kraftcore.log import Log
-from kraftcore.metadata import control, records as metadata
+from kraftcore.metadata import records as metadata
+from kraftcore.raft import control
 from kraftcore.protocol import Uuid
 
 # The 73-byte batch of kafka-facts §11.3: one record, value "hello", at 1700000000000 ms.

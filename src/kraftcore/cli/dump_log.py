@@ -26,7 +26,8 @@ import struct
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, ProtocolError, UnsupportedCompressionError,
                               UnsupportedVersionError)
-from kraftcore.metadata import control, records
+from kraftcore.metadata import records
+from kraftcore.raft import control
 
 LOG_OVERHEAD = 12          # baseOffset int64 + batchLength int32
 BATCH_HEADER_BYTES = 61

@@ -23,7 +23,7 @@ import sys
 from kraftcore.errors import ConfigError
 from kraftcore.log.meta_properties import (MetaPropertiesError, format_directories,
                                            validate_cluster_id)
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 __all__ = ["add_arguments", "run", "run_format", "run_random_uuid", "random_uuid"]
 

@@ -33,7 +33,7 @@ from kraftcore.metadata import records as R
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.partition import DIRECTORY_UNASSIGNED, NO_LEADER, RECOVERED
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 __all__ = ["ReplicationControl", "NewTopic", "TopicResult", "PartitionState",
            "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION", "TOPIC_NAME_BYTES_MAX"]

@@ -5,7 +5,7 @@ crash recovery. See `kraftcore.log.log` for the guarantees and docs/log.md for t
 POSIX only (it relies on pread/pwrite and flock)."""
 
 from kraftcore.log.config import LogConfig
-from kraftcore.log.epochs import LeaderEpochCache
+from kraftcore.epochs import LeaderEpochCache
 from kraftcore.log.log import Log, ReadResult, RecoveryReport
 
 __all__ = ["Log", "LogConfig", "LeaderEpochCache", "ReadResult", "RecoveryReport"]

@@ -53,10 +53,10 @@ from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOff
                               OffsetOutOfRangeError, StorageError)
 from kraftcore.log import checkpoint, fileio
 from kraftcore.log.config import LogConfig, INT32_MAX
-from kraftcore.log.epochs import LeaderEpochCache
+from kraftcore.epochs import LeaderEpochCache
 from kraftcore.log.segment import (LOG_SUFFIX, STRAY_SUFFIX, SUFFIXES, Segment, file_prefix,
                                    misplaced_first_batch, parse_prefix, set_aside_names)
-from kraftcore.runtime.clock import Ticker, wall_clock_ms
+from kraftcore.clock import Ticker, wall_clock_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"

@@ -40,7 +40,7 @@ import time
 
 from kraftcore.errors import ConfigError, LogError
 from kraftcore.log import fileio
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 __all__ = [
     "META_PROPERTIES", "VERSION", "MetaProperties", "MetaPropertiesError",

@@ -8,26 +8,25 @@ carries `clusterId` (written ""), the same ids, `appliedOffset` (written 0) and
 `currentVoters`. It is replaced atomically (temporary file, fsync, rename, directory fsync),
 and a node writes it before it acts on a new epoch, vote or leader.
 
-`ElectionState` uses None for "no leader" and "no vote" (Kafka's -1 in the file).
+`kraftcore.types.ElectionState` uses None for "no leader" and "no vote" (Kafka's -1 in the
+file).
 A file that does not parse, names an unknown data version or holds values of the wrong type
 raises `CheckpointError`; a missing file reads as None (a node that never voted).
 """
 
-import dataclasses
 import json
 import os
 
 from kraftcore.log import fileio
 from kraftcore.log.checkpoint import CheckpointError
-from kraftcore.protocol.schema import Field as F, message
-from kraftcore.protocol.uuid import ZERO_UUID, Uuid
+from kraftcore.protocol.schema import Field as F, adopt, message
+from kraftcore.types import ElectionState
 
 FILE_NAME = "quorum-state"
 DATA_VERSIONS = (0, 1)
 NO_ID = -1
 # The file is one short line; anything longer is not a quorum-state file.
 FILE_BYTES_MAX = 1 << 20
-_INT32_MAX = 2**31 - 1
 
 QuorumStateData = message("QuorumStateData", valid="0-1", flexible="0+", fields=[
     F("ClusterId", "string", versions="0"),
@@ -40,30 +39,7 @@ QuorumStateData = message("QuorumStateData", valid="0-1", flexible="0+", fields=
         F("VoterId", "int32"),
     ]),
 ])
-QuorumStateData.__module__ = __name__
-
-
-@dataclasses.dataclass(frozen=True)
-class ElectionState:
-    """What a node must remember across restarts: the epoch, whom it voted for in it, and
-    the leader it knows of. `voters` are the static voter ids (data version 0 only)."""
-
-    epoch: int
-    leader_id: int = None
-    voted_id: int = None
-    voted_directory_id: Uuid = ZERO_UUID
-    voters: tuple = None
-
-    def __post_init__(self):
-        # The file holds int32 fields: a value out of their range is never written.
-        if not isinstance(self.epoch, int) or not 0 <= self.epoch <= _INT32_MAX:
-            raise ValueError(f"epoch must be an int32 >= 0, not {self.epoch!r}")
-        for name in ("leader_id", "voted_id"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int)
-                                      or not 0 <= value <= _INT32_MAX):
-                raise ValueError(f"{name} must be None or a node id in [0, 2^31), not "
-                                 f"{value!r}")
+adopt(QuorumStateData, __name__)
 
 
 def encode(state, data_version):

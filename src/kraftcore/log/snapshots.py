@@ -30,11 +30,9 @@ import re
 import stat
 import threading
 
-from kraftcore import codec
-from kraftcore.errors import CorruptRecordError, KraftcoreError, StorageError
+from kraftcore.errors import StorageError
 from kraftcore.log import fileio
-from kraftcore.raft.storage import SnapshotDownload
-from kraftcore.raft.types import SnapshotId
+from kraftcore.types import SnapshotId
 
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"
@@ -109,7 +107,7 @@ def _random_hex():
     return os.urandom(8).hex()
 
 
-class SnapshotWriter(SnapshotDownload):
+class SnapshotWriter:
     """A snapshot being written to its `.part` file: `append` chunks, then `freeze()` (make
     it a complete, durable, read-only `.checkpoint`) or `abort()` (delete the part file).
     Once frozen or aborted it takes no more `append` or `freeze` calls (ValueError)."""
@@ -347,22 +345,21 @@ class SnapshotDirectory:
         except OSError as exc:
             raise _storage_error(exc, f"reading the time of {path}") from exc
 
-    def timestamp_ms(self, snapshot_id):
-        """The snapshot's time for retention, as Kafka reads it: the
-        LastContainedLogTimestamp of the SnapshotHeaderRecord in its first batch
-        (kafka-facts §4.4). A snapshot without a readable header falls back to its file's
-        modification time. None if there is no such snapshot."""
+    def first_batch(self, snapshot_id):
+        """The bytes of the snapshot's first record batch, as its framing declares them
+        (base offset and length, kafka-facts §2.1; nothing else is checked), or None when
+        there is no such snapshot or the file does not start with a whole batch of at most
+        `_FIRST_BATCH_BYTES_MAX` bytes."""
         size = self.size(snapshot_id)
         if size is None:
             return None
         header = self.read(snapshot_id, 0, min(size, _BATCH_HEADER_BYTES))
-        if len(header) == _BATCH_HEADER_BYTES:
-            first_batch_bytes = int.from_bytes(header[8:12], "big", signed=True) + 12
-            if _BATCH_HEADER_BYTES <= first_batch_bytes <= min(size, _FIRST_BATCH_BYTES_MAX):
-                timestamp = _header_timestamp(self.read(snapshot_id, 0, first_batch_bytes))
-                if timestamp is not None:
-                    return timestamp
-        return self.mtime_ms(snapshot_id)
+        if len(header) < _BATCH_HEADER_BYTES:
+            return None
+        first_batch_bytes = int.from_bytes(header[8:12], "big", signed=True) + 12
+        if not _BATCH_HEADER_BYTES <= first_batch_bytes <= min(size, _FIRST_BATCH_BYTES_MAX):
+            return None
+        return self.read(snapshot_id, 0, first_batch_bytes)
 
     # ------------------------------------------------------------------ changes
 
@@ -434,21 +431,3 @@ class SnapshotDirectory:
 
     def __repr__(self):
         return f"SnapshotDirectory({self.path!r}, snapshots={self._ids})"
-
-
-def _header_timestamp(first_batch):
-    """LastContainedLogTimestamp of the SnapshotHeaderRecord that `first_batch` (one v2
-    control batch) holds, or None when it holds none or does not decode."""
-    # Imported here: only retention needs the metadata schemas.
-    from kraftcore.metadata.control import SNAPSHOT_HEADER, decode_control_record
-    try:
-        batches = codec.decode_batches(first_batch)
-        if len(batches) != 1 or not batches[0].is_control or not batches[0].records:
-            return None
-        record = batches[0].records[0]
-        type_id, _, header = decode_control_record(record.key, record.value)
-    except (CorruptRecordError, KraftcoreError, ValueError):
-        return None
-    if type_id != SNAPSHOT_HEADER:
-        return None
-    return header.last_contained_log_timestamp

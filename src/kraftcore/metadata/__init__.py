@@ -6,24 +6,19 @@ This package owns what goes *inside* the batches of `__cluster_metadata`:
   frame (§5.1), bulk encoding and decoding of record values through the codec kernel, the
   record batches a KRaft leader writes, and the record versions each metadata.version
   writes (§5.4).
-* `kraftcore.metadata.control`: the control records (LeaderChange, snapshot header and
-  footer, KRaft version, voters, and the ABORT / COMMIT transaction markers), their keys,
-  and control batches.
+* `kraftcore.metadata.image` / `delta` / `partition`: the cluster state the records build
+  up, and how a batch of them changes it.
+* `kraftcore.metadata.loader` and `snapshot`: replaying committed batches and snapshots
+  into an image, and writing an image as a snapshot.
 
-Later: the metadata image (replaying records into cluster state) and snapshots.
+The control records that share these batches (LeaderChange, snapshot header and footer,
+KRaft version, voters) belong to the Raft layer: `kraftcore.raft.control`.
 
 The public names used by other modules (keep them stable): `RECORD_TYPES`, `type_name`,
 `encode_values`, `decode_values`, `encode_batch`, `decode_batch`, `records_version_for`,
-`decode_control_record`, `encode_control_batch`, `decode_control_batches`, and each
-record's `to_json(version)` (from `kraftcore.protocol.schema`).
+and each record's `to_json(version)` (from `kraftcore.protocol.schema`).
 """
 
-from kraftcore.metadata.control import (  # noqa: F401
-    CONTROL_TYPE_NAMES,
-    decode_control_batches,
-    decode_control_record,
-    encode_control_batch,
-)
 from kraftcore.metadata.records import (  # noqa: F401
     RECORD_TYPES,
     TYPE_NAMES,
@@ -37,6 +32,5 @@ from kraftcore.metadata.records import (  # noqa: F401
 
 __all__ = [
     "RECORD_TYPES", "TYPE_NAMES", "type_name", "encode_values", "decode_values",
-    "encode_batch", "decode_batch", "records_version_for", "CONTROL_TYPE_NAMES",
-    "decode_control_record", "encode_control_batch", "decode_control_batches",
+    "encode_batch", "decode_batch", "records_version_for",
 ]

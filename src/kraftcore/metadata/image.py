@@ -31,7 +31,7 @@ Records stored in an image are shared, never changed: code that needs a differen
 builds a new one (`record.replace(...)`).
 """
 
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 __all__ = ["MetadataImage", "TopicImage", "EMPTY_IMAGE", "CONFIG_TOPIC", "CONFIG_BROKER",
            "METADATA_VERSION", "KRAFT_VERSION"]

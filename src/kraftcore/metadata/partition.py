@@ -30,7 +30,7 @@ active (a test pins it, so a schema change that disables the fast path is notice
 
 from kraftcore.errors import MetadataError
 from kraftcore.metadata.records import PartitionChangeRecord, PartitionRecord
-from kraftcore.protocol.uuid import ZERO_UUID
+from kraftcore.types import ZERO_UUID
 
 __all__ = [
     "apply_change", "change_record", "check_partition", "realign_directories",

@@ -19,7 +19,7 @@ import gc
 
 from kraftcore import codec
 from kraftcore.errors import EncodeError, ProtocolError, UnsupportedVersionError
-from kraftcore.protocol.schema import Field as F, message
+from kraftcore.protocol.schema import Field as F, _snake, adopt, message
 
 __all__ = [
     "RECORD_TYPES", "TYPE_NAMES", "TABLE", "type_name", "record_class", "encode_values",
@@ -40,17 +40,8 @@ __all__ = [
 def _record(name, api_key, valid, fields):
     cls = message(name, api_key=api_key, kind="metadata", valid=valid, flexible="0+",
                   fields=fields)
-    _adopt(cls, __name__)
+    adopt(cls, __name__)
     return cls
-
-
-def _adopt(cls, module):
-    """Name `module` as the home of a generated class and of its struct classes (for
-    repr, pickling and documentation)."""
-    cls.__module__ = module
-    for f in cls._fields:
-        if f.struct is not None and f.struct.__module__ != module:
-            _adopt(f.struct, module)
 
 
 # ------------------------------------------------------------------------------ schemas
@@ -246,8 +237,6 @@ RECORD_TYPES = {cls.api_key: cls for cls in _CLASSES}
 
 
 def _upper_snake(name):
-    from kraftcore.protocol.schema import _snake
-
     return _snake(name).upper()
 
 
@@ -342,7 +331,7 @@ def decode_batch(buffer, *, verify=True, skip_control=False):
     CRC is checked (`CorruptRecordError`). A control batch (LeaderChange, snapshot header /
     footer, KRaft version, voters) holds no metadata records: it raises `ProtocolError` at
     its position unless `skip_control` is set, in which case it is left out. Decode control
-    batches with `kraftcore.metadata.control.decode_control_batches`.
+    batches with `kraftcore.raft.control.decode_control_batches`.
     A bad metadata value raises `ProtocolError` naming the batch position, the record's
     offset and the position inside the value.
     """
@@ -373,7 +362,7 @@ def _decode_batches(buffer, verify, skip_control):
                 continue
             raise ProtocolError(
                 f"the batch at offset {batch.base_offset} is a control batch, not metadata "
-                "records (decode it with kraftcore.metadata.control)", batch.position)
+                "records (decode it with kraftcore.raft.control)", batch.position)
         recs = batch.records
         try:
             decoded = codec.decode_metadata_values([r.value for r in recs], TABLE)

@@ -24,7 +24,7 @@ Encoding and decoding of the records run in the codec kernel (`encode_values`,
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, MetadataError, ProtocolError
 from kraftcore.metadata import records as R
-from kraftcore.metadata.control import (
+from kraftcore.raft.control import (
     SNAPSHOT_FOOTER, SNAPSHOT_HEADER, SnapshotFooterRecord, SnapshotHeaderRecord,
     decode_control_record, encode_control_batch)
 from kraftcore.metadata.delta import MetadataDelta

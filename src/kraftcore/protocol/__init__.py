@@ -7,6 +7,6 @@ Encoding and decoding run in one generic kernel (`kraftcore.codec`'s protocol fu
 native or pure Python.
 """
 
-from kraftcore.protocol.uuid import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID, Uuid
+from kraftcore.types import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID, Uuid
 
 __all__ = ["Uuid", "ZERO_UUID", "ONE_UUID", "METADATA_TOPIC_ID"]

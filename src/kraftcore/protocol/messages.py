@@ -17,7 +17,7 @@ Version ranges are the widest kafka-facts §6.2 gives (e.g. Vote 0-2, Metadata 0
 API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
 """
 
-from kraftcore.protocol.schema import Field as F, message
+from kraftcore.protocol.schema import Field as F, adopt, message
 
 # Field groups that several messages share (each call builds fresh Field objects: a schema
 # owns its fields).
@@ -788,5 +788,5 @@ __all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONS
                                                              "BROKER_EPOCH_TAG"]
 
 for _cls in REQUESTS + RESPONSES:  # built by schema.message(); they live here
-    _cls.__module__ = __name__
+    adopt(_cls, __name__)
 del _cls

@@ -32,7 +32,7 @@ import sys
 
 from kraftcore.errors import EncodeError, UnsupportedVersionError
 from kraftcore._py import protocol as _kernel_spec
-from kraftcore.protocol.uuid import ZERO_UUID, Uuid
+from kraftcore.types import ZERO_UUID, Uuid
 
 K = _kernel_spec
 _SCALARS = {name: K.KINDS[name] for name in (
@@ -410,5 +410,14 @@ def message(name, *, fields, api_key=None, kind="data", valid="0", flexible="0+"
     return cls
 
 
-__all__ = ["Field", "Struct", "Message", "message", "parse_versions", "in_range",
+def adopt(cls, module):
+    """Name `module` as the home of a class `message` built and of its struct classes, for
+    repr, pickling and documentation (`message` runs here, so they would name this one)."""
+    cls.__module__ = module
+    for f in cls._fields:
+        if f.struct is not None and f.struct.__module__ != module:
+            adopt(f.struct, module)
+
+
+__all__ = ["Field", "Struct", "Message", "message", "adopt", "parse_versions", "in_range",
            "EncodeError"]

@@ -34,7 +34,7 @@ from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOff
                               NotLeaderError, RaftStateError)
 from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX,
                               RAFT_OBSERVERS_MAX)
-from kraftcore.metadata.control import LeaderChangeMessage, encode_control_batch
+from kraftcore.raft.control import LeaderChangeMessage, encode_control_batch
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import rpc

@@ -23,7 +23,7 @@ A violation raises `RaftStateError`: continuing could elect two leaders in one e
 
 from kraftcore.errors import RaftEpochExhaustedError, RaftStateError
 from kraftcore.limits import RAFT_EPOCH_MAX
-from kraftcore.log.quorum_state import ElectionState
+from kraftcore.types import ElectionState
 
 UNRECORDED, GRANTED, REJECTED = 0, 1, 2
 

@@ -7,7 +7,7 @@ answers INVALID_REQUEST (UNKNOWN_TOPIC_OR_PARTITION for FetchSnapshot and Descri
 """
 
 from kraftcore.protocol import messages as m
-from kraftcore.protocol.uuid import METADATA_TOPIC_ID
+from kraftcore.types import METADATA_TOPIC_ID
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION as PARTITION
 from kraftcore.raft.config import CLUSTER_METADATA_TOPIC as TOPIC
 from kraftcore.raft.types import NO_EPOCH, NO_ID, NO_OFFSET

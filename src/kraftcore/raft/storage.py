@@ -1,6 +1,8 @@
-"""`RaftStorage`: the small interface through which the Raft core reads and changes its log
-and snapshots. The simulator implements it in memory (`kraftcore.sim.storage`); the
-runtime implements it over `kraftcore.log.Log` and snapshot files.
+"""What a Raft node keeps across restarts, as interfaces: `RaftStorage`, through which the
+core reads and changes its log and snapshots, and `ElectionStore`, where a driver keeps the
+core's election state. `kraftcore.raft.memory` implements both in memory (the simulator,
+tests, `kraftcore.controller.local`); the runtime implements them on disk
+(`kraftcore.runtime.raft_storage`: a `kraftcore.log.Log`, snapshot files, `quorum-state`).
 
 Semantics every implementation keeps:
 
@@ -48,6 +50,20 @@ def check_leader_append(batch, epoch, latest_epoch):
             "append_as_leader takes exactly one whole v2 record batch "
             f"({size} bytes given, the header declares {length + 12}, magic {magic})")
     return batch, length, attributes, delta
+
+
+class ElectionStore(abc.ABC):
+    """Where a node's election state (`kraftcore.types.ElectionState`: epoch, vote, leader)
+    survives a restart. The driver reads it once to start the core, and writes each Ready's
+    `election_state` before anything else of that Ready (`kraftcore.raft.types.Ready`)."""
+
+    @abc.abstractmethod
+    def read(self):
+        """The stored state, or None on a node that never stored one."""
+
+    @abc.abstractmethod
+    def write(self, state):
+        """Replace the stored state, atomically and durably, before returning."""
 
 
 class SnapshotDownload(abc.ABC):

@@ -25,17 +25,12 @@ applied at any time after the Ready is taken, in order (load the snapshot first)
 
 from typing import NamedTuple
 
+from kraftcore.types import SnapshotId
+
 NO_ID = -1
 NO_EPOCH = -1
 NO_OFFSET = -1
 
-
-class SnapshotId(NamedTuple):
-    """A snapshot's identity (kafka-facts §4.4): `end_offset` is exclusive (last contained
-    offset + 1), `epoch` is the epoch of the last contained record."""
-
-    end_offset: int
-    epoch: int
 
 
 BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
@@ -83,7 +78,7 @@ class Ready:
                  high_watermark=None, commits=(), load_snapshot=None, leader_change=None,
                  send_first=False):
         self.number = number
-        # kraftcore.log.quorum_state.ElectionState to write before anything else, or None.
+        # kraftcore.types.ElectionState to write before anything else, or None.
         self.election_state = election_state
         # The log end offset the log must be durable through, or None (nothing new).
         self.flush_offset = flush_offset

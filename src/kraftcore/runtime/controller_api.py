@@ -87,7 +87,7 @@ from kraftcore.protocol import messages as m
 from kraftcore.protocol.apis import API_BY_KEY
 from kraftcore.protocol.error_codes import ErrorCode, error_name
 from kraftcore.protocol.schema import in_range
-from kraftcore.protocol.uuid import ZERO_UUID
+from kraftcore.types import ZERO_UUID
 
 __all__ = ["handle_controller_request", "error_response", "CONTROLLER_API_KEYS",
            "registration_request", "registration_result", "heartbeat_request",

@@ -39,11 +39,11 @@ from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.runtime.raft_driver import RaftDriver
 
 log = logging.getLogger("kraftcore.runtime")
@@ -384,7 +384,8 @@ class Node:
         for voter_id, (host, port) in self.voters.items():
             if voter_id != self.node_id:
                 self.pool.update(voter_id, host, port)
-        self.driver = RaftDriver(self.node_id, self.voters, self.storage, directory,
+        self.driver = RaftDriver(self.node_id, self.voters, self.storage,
+                                 FileElectionStore(directory),
                                  raft_config, self.pool, rng=random.Random(),
                                  on_ready=self._on_ready,
                                  on_fatal=lambda exc: self.fail(exc, logged=True))

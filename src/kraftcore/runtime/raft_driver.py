@@ -77,13 +77,12 @@ from kraftcore.codec import AppendGather, settle_calls
 from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, KraftcoreError,
                               LogClosedError, NotLeaderError)
 from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
-from kraftcore.log import quorum_state
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
 from kraftcore.raft.core import RaftCore
 from kraftcore.raft.side import RaftSide
 from kraftcore.raft.types import RaftMessage
-from kraftcore.runtime.clock import wall_clock_ms
+from kraftcore.clock import wall_clock_ms
 
 log = logging.getLogger("kraftcore.runtime")
 
@@ -97,7 +96,6 @@ APPEND_BATCH_BYTES_MAX = 1 << 20
 # attributes, timestamp and offset deltas, key length, value length, header count.
 RECORD_OVERHEAD_BYTES_MAX = 21
 # quorum-state data version written (Kafka's version 1 file).
-QUORUM_STATE_DATA_VERSION = 1
 
 
 class _StepFailed(Exception):
@@ -169,16 +167,16 @@ class _Proposed:
 
 
 class RaftDriver(RaftSide):
-    def __init__(self, node_id, voters, storage, state_dir, config, pool, *, rng=None,
+    def __init__(self, node_id, voters, storage, election_store, config, pool, *, rng=None,
                  clock=wall_clock_ms, on_ready=None, on_fatal=None):
         self.node_id = node_id
         self.storage = storage
-        self.state_dir = state_dir
+        self.election_store = election_store
         self.pool = pool
         self.clock = clock
         self.on_ready = on_ready or (lambda ready: None)
         self.on_fatal = on_fatal or (lambda exc: None)
-        self.core = RaftCore(node_id, voters, storage, quorum_state.read(state_dir), config,
+        self.core = RaftCore(node_id, voters, storage, election_store.read(), config,
                              rng or random.Random(), clock())
         self._pending = collections.deque()
         self._answers = {}  # local correlation id -> asyncio future of the response body
@@ -483,7 +481,7 @@ class RaftDriver(RaftSide):
             flush = flush or ready.flush_offset is not None
         try:
             if state is not None:
-                quorum_state.write(self.state_dir, state, QUORUM_STATE_DATA_VERSION)
+                self.election_store.write(state)
             if flush:
                 self.storage.flush()
                 self.fsyncs += 1

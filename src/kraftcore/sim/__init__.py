@@ -1,14 +1,5 @@
-"""The deterministic simulator of a KRaft quorum."""
-
-# The simulator's entry points (`kraftcore.sim.run`), loaded on first use so that importing
-# `kraftcore.sim.storage` alone does not load the whole simulator.
-_RUN_EXPORTS = ("SimParams", "SimResult", "SimStats", "params_for_seed", "run_seed",
-                "run_seeds")
-
-
-def __getattr__(name):
-    if name in _RUN_EXPORTS:
-        from kraftcore.sim import run
-
-        return getattr(run, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+"""The deterministic simulator of a KRaft quorum: `params` (a run's parameters, drawn from
+its seed), `simulation` (one run of the raft workload), `controller` (the controller
+workload), `run` (`run_seed`, `run_seeds` and the command line, `python -m kraftcore.sim`),
+and the parts they are made of: `scheduler`, `network`, `faults`, `node`, `workload`,
+`state_machine`, `invariants`, `history`, `hostile`."""

@@ -32,7 +32,6 @@ Checked, besides every Raft invariant of `kraftcore.sim.invariants`:
   and every broker is unfenced.
 """
 
-import dataclasses
 import random
 from typing import NamedTuple
 
@@ -47,13 +46,13 @@ from kraftcore.metadata.image import _MAPS, CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.partition import check_partition
 from kraftcore.metadata.snapshot import load_snapshot
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 from kraftcore.raft.side import RaftSide
 from kraftcore.raft.types import RaftMessage
 from kraftcore.sim.history import History, LinearizabilityError
 from kraftcore.sim.invariants import Checker, SimViolation
 from kraftcore.sim.node import SimNode
-from kraftcore.sim.run import LIVENESS_PROBE_MS, LIVENESS_REPROPOSE_MS, Simulation
+from kraftcore.sim.simulation import LIVENESS_PROBE_MS, LIVENESS_REPROPOSE_MS, Simulation
 
 CLIENT_ID = 0
 CLUSTER_ID = "kraftcore-sim"
@@ -65,40 +64,6 @@ CONFIG_VALUES = {MIN_INSYNC_REPLICAS: ("1", "2"), UNCLEAN_LEADER_ELECTION: ("tru
 STALE_TARGET_PROBABILITY = 0.2
 # Problems listed in one violation message.
 PROBLEMS_SHOWN_MAX = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class ControllerSimParams:
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
-    max_idle_interval_ms: int
-    # How long a client or broker waits for an answer before it counts the request lost.
-    request_timeout_ms: int
-    # The client sends an operation every [1, op_interval_ms_max] ms, at most
-    # ops_inflight_max unanswered at once, over `topics` topic names.
-    op_interval_ms_max: int
-    ops_inflight_max: int
-    topics: int
-    # Every node snapshots its image after this many bytes of committed batches.
-    snapshot_bytes: int
-    # Chance that an online broker asks for an ISR change at each heartbeat interval.
-    alter_partition_probability: float
-
-
-def controller_params(rng, raft):
-    """The controller workload's parameters, drawn from the seed's parameter stream."""
-    heartbeat_interval_ms = rng.choice((50, 100, 200))
-    return ControllerSimParams(
-        session_timeout_ms=heartbeat_interval_ms * rng.choice((3, 5, 10)),
-        heartbeat_interval_ms=heartbeat_interval_ms,
-        max_idle_interval_ms=rng.choice((100, 250, 500)),
-        request_timeout_ms=max(raft.request_timeout_ms, rng.choice((200, 500, 1000))),
-        op_interval_ms_max=rng.choice((5, 20, 50)),
-        ops_inflight_max=rng.choice((1, 2, 4)),
-        topics=rng.choice((2, 4, 8)),
-        snapshot_bytes=rng.choice((1024, 8192, 65536, 1 << 40)),
-        alter_partition_probability=rng.choice((0.0, 0.2, 0.5)),
-    )
 
 
 class ControllerCall(NamedTuple):
@@ -714,7 +679,7 @@ def export_node(storage, log_dir):
     `log_dir` in Kafka's layout (`FileRaftStorage`): what a real node's
     `__cluster_metadata-0` would hold. Snapshots older than the log start are left out (a
     real node deletes them). Returns the snapshot ids written."""
-    from kraftcore.log.raft_storage import FileRaftStorage
+    from kraftcore.runtime.raft_storage import FileRaftStorage
 
     start = storage.log_start_offset
     ids = storage.snapshot_ids()

@@ -46,9 +46,10 @@ import json
 
 from kraftcore.limits import RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX
 from kraftcore.protocol import messages as m
-from kraftcore.protocol.uuid import ZERO_UUID
+from kraftcore.types import ZERO_UUID
 from kraftcore.raft import rpc
-from kraftcore.raft.types import RaftMessage, SnapshotId
+from kraftcore.raft.types import RaftMessage
+from kraftcore.types import SnapshotId
 from kraftcore.sim.state_machine import SimViolation
 
 # The sender id of every injected request: no node has it, so answers to it are lost.
@@ -136,7 +137,7 @@ def _reshape(body, shape):
 
 
 class Hostile:
-    """Injects `plan` into `sim` (a `kraftcore.sim.run.Simulation`); see the module
+    """Injects `plan` into `sim` (a `kraftcore.sim.simulation.Simulation`); see the module
     docstring."""
 
     def __init__(self, sim, plan):

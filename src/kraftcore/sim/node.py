@@ -30,7 +30,7 @@ from kraftcore.log import quorum_state
 from kraftcore.raft.core import RaftCore
 from kraftcore.sim.invariants import SimViolation
 from kraftcore.sim.state_machine import StateMachine
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.memory import MemoryStorage
 
 # Readys one input may produce before the node gives up on the core (a loop guard).
 READYS_PER_INPUT_MAX = 1000

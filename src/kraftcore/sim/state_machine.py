@@ -18,7 +18,7 @@ import zlib
 
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, ProtocolError
-from kraftcore.metadata.control import (
+from kraftcore.raft.control import (
     SNAPSHOT_FOOTER, SNAPSHOT_HEADER, SnapshotFooterRecord, SnapshotHeaderRecord,
     decode_control_record, encode_control_batch)
 

@@ -12,7 +12,7 @@ import dataclasses
 from kraftcore.raft import RaftConfig, RaftCore
 from kraftcore.sim.network import Network, NetworkParams
 from kraftcore.sim.scheduler import Rngs, Scheduler
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.memory import MemoryStorage
 
 
 @dataclasses.dataclass

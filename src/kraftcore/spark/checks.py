@@ -38,10 +38,10 @@ from kraftcore.errors import (CorruptRecordError, KraftcoreError, ProtocolError,
                               UnsupportedCompressionError)
 from kraftcore.log.snapshots import parse_file_name
 from kraftcore.metadata import records as R
-from kraftcore.metadata.control import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, decode_control_record
+from kraftcore.raft.control import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, decode_control_record
 from kraftcore.metadata.image import METADATA_VERSION
 from kraftcore.metadata.partition import NO_LEADER, RECOVERING
-from kraftcore.protocol.uuid import Uuid
+from kraftcore.types import Uuid
 
 __all__ = [
     "Check", "CHECKS", "CHECK_NAMES", "Violation", "FileResult", "analyze_file",

@@ -1,6 +1,6 @@
 """Sample cluster directories to try `kraftcore verify` on, and the fixtures of its tests and
 benchmark: a metadata log written by a real `QuorumController` (over the one-voter
-`kraftcore.sim.local.LocalQuorum`), copied to every node, and snapshots of it taken at
+`kraftcore.controller.local.LocalQuorum`), copied to every node, and snapshots of it taken at
 offsets that differ from node to node (with some ids shared by all nodes, so the nodes are
 compared).
 
@@ -26,12 +26,12 @@ import sys
 from typing import NamedTuple
 
 from kraftcore.controller.replication import UNCLEAN_LEADER_ELECTION, NewTopic
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileRaftStorage
 from kraftcore.metadata.image import CONFIG_TOPIC
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import encode_snapshot
-from kraftcore.protocol.uuid import Uuid
-from kraftcore.sim.local import LocalQuorum
+from kraftcore.types import Uuid
+from kraftcore.controller.local import LocalQuorum
 
 __all__ = ["SampleCluster", "SampleHistory", "build_history", "write_sample_cluster",
            "snapshot_images", "METADATA_DIR"]

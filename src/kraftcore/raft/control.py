@@ -24,8 +24,7 @@ import struct
 
 from kraftcore import codec
 from kraftcore.errors import EncodeError, ProtocolError
-from kraftcore.metadata.records import _adopt
-from kraftcore.protocol.schema import Field as F, message
+from kraftcore.protocol.schema import Field as F, adopt, message
 
 __all__ = [
     "ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER",
@@ -54,7 +53,7 @@ _MARKER = struct.Struct(">hi")
 
 def _control(name, valid, fields, flexible="0+"):
     cls = message(name, kind="control", valid=valid, flexible=flexible, fields=fields)
-    _adopt(cls, __name__)
+    adopt(cls, __name__)
     return cls
 
 

@@ -1,8 +1,10 @@
-"""`MemoryStorage`: the simulator's `RaftStorage`, a node's log and snapshots held in memory.
+"""Raft's own storage in memory: `MemoryStorage` (a `RaftStorage`: a node's log and snapshots)
+and `MemoryElectionStore` (an `ElectionStore`). The simulator, the tests and
+`kraftcore.controller.local` run the core over them.
 
 It owns, for one simulated node: the record batches of its log (real Kafka v2 batches, one
 immutable `bytes` object each, kept as `CommittedBatch` tuples with a parallel list of base
-offsets for bisection), the leader-epoch cache (`kraftcore.log.epochs.LeaderEpochCache`),
+offsets for bisection), the leader-epoch cache (`kraftcore.epochs.LeaderEpochCache`),
 the log start and end offsets, and the complete snapshots (SnapshotId -> bytes) with the
 downloads in progress. No clocks, no randomness, no files: the same calls give the same
 state.
@@ -25,10 +27,11 @@ import struct
 
 from kraftcore import codec
 from kraftcore.errors import InvalidAppendError, InvalidOffsetError, OffsetOutOfRangeError
-from kraftcore.log.epochs import LeaderEpochCache
-from kraftcore.raft.storage import (BATCH_HEADER, RaftStorage, SnapshotDownload,
+from kraftcore.epochs import LeaderEpochCache
+from kraftcore.raft.storage import (BATCH_HEADER, ElectionStore, RaftStorage, SnapshotDownload,
                                     check_leader_append)
-from kraftcore.raft.types import CommittedBatch, SnapshotId
+from kraftcore.raft.types import CommittedBatch
+from kraftcore.types import SnapshotId
 
 _HEADER = BATCH_HEADER
 # What a leader append rewrites: base offset, batch length (unchanged), leader epoch. All
@@ -397,3 +400,18 @@ class MemoryStorage(RaftStorage):
     def open_downloads(self):
         """The snapshot downloads neither frozen nor aborted."""
         return list(self._downloads)
+
+
+class MemoryElectionStore(ElectionStore):
+    """An `ElectionStore` in memory: a write is durable at once, so a crash keeps it."""
+
+    def __init__(self, state=None):
+        self.state = state
+        self.writes = 0
+
+    def read(self):
+        return self.state
+
+    def write(self, state):
+        self.state = state
+        self.writes += 1

@@ -17,7 +17,7 @@ from kraftcore.controller.controller import QuorumController
 from kraftcore.raft.config import RaftConfig
 from kraftcore.raft.core import RaftCore
 from kraftcore.raft.side import RaftSide
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.memory import MemoryStorage
 
 __all__ = ["LocalQuorum"]
 

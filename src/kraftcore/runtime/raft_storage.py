@@ -2,7 +2,8 @@
 metadata partition (kafka-facts §4.1, §4.4): one partition directory (e.g.
 `<metadata.log.dir>/__cluster_metadata-0`) holding a `kraftcore.log.Log` (segments, indexes,
 `leader-epoch-checkpoint` and the offset checkpoints) and the snapshot files
-`<endOffset>-<epoch>.checkpoint` of a `SnapshotDirectory`.
+`<endOffset>-<epoch>.checkpoint` of a `SnapshotDirectory`. It is the adapter between the
+two layers below the runtime: the log knows nothing of Raft, the core nothing of files.
 
 It keeps the semantics of the simulator's `MemoryStorage` (same results, same exceptions for
 the same misuse); see `kraftcore.raft.storage` for the contract. What it adds:
@@ -29,11 +30,17 @@ the same misuse); see `kraftcore.raft.storage` for the contract. What it adds:
 import bisect
 import dataclasses
 
-from kraftcore.errors import InvalidOffsetError, LogError, OffsetOutOfRangeError
+from kraftcore import codec
+from kraftcore.errors import (CorruptRecordError, InvalidOffsetError, KraftcoreError, LogError,
+                              OffsetOutOfRangeError)
 from kraftcore.log.log import Log, RecoveryReport
-from kraftcore.log.snapshots import SnapshotDirectory
-from kraftcore.raft.storage import BATCH_HEADER, RaftStorage, check_leader_append
-from kraftcore.raft.types import CommittedBatch, SnapshotId
+from kraftcore.log.snapshots import SnapshotDirectory, SnapshotWriter
+from kraftcore.raft.control import SNAPSHOT_HEADER, decode_control_record
+from kraftcore.log import quorum_state
+from kraftcore.raft.storage import (BATCH_HEADER, ElectionStore, RaftStorage,
+                                    SnapshotDownload, check_leader_append)
+from kraftcore.raft.types import CommittedBatch
+from kraftcore.types import SnapshotId
 
 # The metadata log's settings that differ from a `Log`'s defaults: the Raft driver decides
 # when to fsync (Ready.flush_offset), a batch may be as large as KafkaRaftClient's
@@ -333,7 +340,7 @@ class FileRaftStorage(RaftStorage):
                        and log.size_bytes + snapshots.total_bytes() > retention_bytes)
             too_old = False
             if not too_big and retention_ms >= 0:
-                timestamp = snapshots.timestamp_ms(oldest)
+                timestamp = snapshot_timestamp_ms(snapshots, oldest)
                 too_old = timestamp is not None and now_ms - timestamp > retention_ms
             if not (too_big or too_old) or following.end_offset > log.log_end_offset:
                 break
@@ -403,3 +410,46 @@ class FileRaftStorage(RaftStorage):
         return (f"FileRaftStorage({log.path!r}, log=[{log.log_start_offset}, "
                 f"{log.log_end_offset}), durable_end={log.recovery_point}, "
                 f"snapshots={self._snapshots.ids()})")
+
+
+class FileElectionStore(ElectionStore):
+    """The `quorum-state` file in `directory` (Kafka's format, `kraftcore.log.quorum_state`),
+    written at `data_version` 1 (kraft.version 1: votedDirectoryId, no voter list)."""
+
+    DATA_VERSION = 1
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def read(self):
+        return quorum_state.read(self.directory)
+
+    def write(self, state):
+        quorum_state.write(self.directory, state, self.DATA_VERSION)
+
+    def __repr__(self):
+        return f"FileElectionStore({self.directory!r})"
+
+
+# A SnapshotWriter is what the core calls a download (the same calls, duck-typed: the log
+# knows nothing of Raft).
+SnapshotDownload.register(SnapshotWriter)
+
+
+def snapshot_timestamp_ms(snapshots, snapshot_id):
+    """The snapshot's time for retention, as Kafka reads it: the LastContainedLogTimestamp
+    of the SnapshotHeaderRecord in its first batch (kafka-facts §4.4). A snapshot without a
+    readable header falls back to its file's modification time. None if there is no such
+    snapshot."""
+    first = snapshots.first_batch(snapshot_id)
+    if first is not None:
+        try:
+            batches = codec.decode_batches(first)
+            if len(batches) == 1 and batches[0].is_control and batches[0].records:
+                record = batches[0].records[0]
+                type_id, _, header = decode_control_record(record.key, record.value)
+                if type_id == SNAPSHOT_HEADER:
+                    return header.last_contained_log_timestamp
+        except (CorruptRecordError, KraftcoreError, ValueError):
+            pass
+    return snapshots.mtime_ms(snapshot_id)

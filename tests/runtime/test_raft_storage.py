@@ -12,14 +12,15 @@ from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               LogError, OffsetOutOfRangeError)
 from kraftcore.log import Log
-from kraftcore.log.raft_storage import FileRaftStorage
+from kraftcore.runtime.raft_storage import FileRaftStorage, snapshot_timestamp_ms
 from kraftcore.log.snapshots import SnapshotDirectory, file_name
-from kraftcore.metadata.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
+from kraftcore.raft.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
                                         encode_control_batch)
 from kraftcore.raft import RaftConfig, RaftCore
 from kraftcore.raft.storage import RaftStorage, SnapshotDownload
-from kraftcore.raft.types import CommittedBatch, SnapshotId
-from kraftcore.sim.storage import MemoryStorage
+from kraftcore.raft.types import CommittedBatch
+from kraftcore.types import SnapshotId
+from kraftcore.raft.memory import MemoryStorage
 
 pytestmark = pytest.mark.smoke
 
@@ -532,6 +533,22 @@ def timed_snapshot(timestamp, epoch):
                                  timestamp=timestamp)
             + encode_control_batch([SnapshotFooterRecord(version=0)], base_offset=2,
                                    leader_epoch=epoch, timestamp=timestamp))
+
+
+def test_a_snapshots_time_is_its_header_timestamp_else_its_file_time(tmp_path):
+    snapshots = SnapshotDirectory(str(tmp_path))
+    kafka = SnapshotId(3, 1)
+    snapshots.write(kafka, timed_snapshot(1_700_000_123_456, 1))
+    assert snapshot_timestamp_ms(snapshots, kafka) == 1_700_000_123_456
+    plain = SnapshotId(4, 1)
+    snapshots.write(plain, b"not a record batch at all, but long enough to hold a header..")
+    os.utime(snapshots.path_of(plain), ns=(1_600_000_000_000_000_000,) * 2)
+    assert snapshot_timestamp_ms(snapshots, plain) == 1_600_000_000_000
+    data_first = SnapshotId(5, 1)  # a first batch that is not a SnapshotHeader
+    snapshots.write(data_first, codec.encode_batch([b"v"], timestamp=5))
+    os.utime(snapshots.path_of(data_first), ns=(1_500_000_000_000_000_000,) * 2)
+    assert snapshot_timestamp_ms(snapshots, data_first) == 1_500_000_000_000
+    assert snapshot_timestamp_ms(snapshots, SnapshotId(6, 1)) is None
 
 
 @pytest.fixture
