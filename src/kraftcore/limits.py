@@ -75,12 +75,18 @@ RAFT_EPOCH_MAX = 2**31 - 2
 # many elections catches up at once); so a quorum pushed here by one accepted message
 # (say, one that forges a voter's id) keeps 2**30 - 2 elections.
 RAFT_EPOCH_ACCEPTED_MAX = 2**30
-# Above RAFT_EPOCH_ACCEPTED_MAX, how far past its own epoch one message can move a node:
-# enough for a voter that missed that many elections to rejoin, so little that spending the
-# remaining epochs takes more than 16 000 such messages. A response to the node's own
-# request that names a larger epoch moves it this far (and the next one further); a request
-# that names one is refused.
+# Above RAFT_EPOCH_ACCEPTED_MAX, how far past its own epoch one response can move a node:
+# enough for a voter that missed that many elections to rejoin in a few round trips. A
+# response answers a request of the node's own, on a connection it opened, so only a peer
+# can send one; one that names a larger epoch moves the node this far (and the next one
+# further).
 RAFT_EPOCH_STEP_MAX = 2**16
+# Above RAFT_EPOCH_ACCEPTED_MAX, how far past its own epoch one request can move a node: one
+# epoch, the most a single election spends. Anyone can send a request, forging a voter's
+# id, so spending the remaining epochs this way takes 2**30 such requests; a request that
+# names a larger epoch is refused, and a voter that missed more elections catches up
+# through the answers to its own requests.
+RAFT_EPOCH_REQUEST_STEP_MAX = 1
 # The observers (non-voters that fetch, e.g. brokers) a leader tracks for DescribeQuorum;
 # the one that fetched least recently is forgotten when another one arrives.
 RAFT_OBSERVERS_MAX = 10_000

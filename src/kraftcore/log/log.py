@@ -938,7 +938,9 @@ class Log:
                     if segment.base_offset >= cut and index > 0:
                         doomed.insert(0, segment)
                         index -= 1
-                    for gone in doomed:
+                    # The highest first: a crash in between leaves the log whole up to
+                    # the segments not yet deleted, never a gap (which refuses to open).
+                    for gone in reversed(doomed):
                         gone.delete()
                     del self._segments[index + 1:], self._bases[index + 1:]
                     if doomed:

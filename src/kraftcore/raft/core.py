@@ -32,7 +32,8 @@ duplicated and reordered deliveries are harmless.
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               NotLeaderError, RaftStateError)
-from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX,
+from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX,
+                              RAFT_EPOCH_REQUEST_STEP_MAX, RAFT_EPOCH_STEP_MAX,
                               RAFT_OBSERVERS_MAX)
 from kraftcore.raft.control import LeaderChangeMessage, encode_control_batch
 from kraftcore.protocol import messages as m
@@ -175,12 +176,12 @@ class RaftCore:
         state = self.quorum.state
         return state.epoch_start_offset if state.name == "leader" else None
 
-    def epoch_ceiling(self):
+    def epoch_ceiling(self, step=RAFT_EPOCH_STEP_MAX):
         """The largest epoch one message may move this node to: any epoch up to
         RAFT_EPOCH_ACCEPTED_MAX (as Kafka adopts any epoch it hears of), beyond it at most
-        RAFT_EPOCH_STEP_MAX past its own, never past RAFT_EPOCH_MAX (kraftcore.limits)."""
-        return min(RAFT_EPOCH_MAX, max(RAFT_EPOCH_ACCEPTED_MAX,
-                                       self.quorum.epoch + RAFT_EPOCH_STEP_MAX))
+        `step` past its own — RAFT_EPOCH_STEP_MAX for a response, RAFT_EPOCH_REQUEST_STEP_MAX
+        for a request — never past RAFT_EPOCH_MAX (kraftcore.limits)."""
+        return min(RAFT_EPOCH_MAX, max(RAFT_EPOCH_ACCEPTED_MAX, self.quorum.epoch + step))
 
     def requests_in_flight(self):
         """{destination: correlation id} of the requests this node waits for: the only
@@ -543,7 +544,7 @@ class RaftCore:
             return INVALID_REQUEST
         if not self.is_voter or sender not in self.quorum.voters:
             return INCONSISTENT_VOTER_SET
-        if epoch > self.epoch_ceiling():
+        if epoch > self.epoch_ceiling(RAFT_EPOCH_REQUEST_STEP_MAX):
             return INVALID_REQUEST
         return None
 

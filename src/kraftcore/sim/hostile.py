@@ -44,7 +44,8 @@ import collections
 import copy
 import json
 
-from kraftcore.limits import RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_STEP_MAX
+from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX,
+                              RAFT_EPOCH_REQUEST_STEP_MAX, RAFT_EPOCH_STEP_MAX)
 from kraftcore.protocol import messages as m
 from kraftcore.types import ZERO_UUID
 from kraftcore.raft import rpc
@@ -223,7 +224,7 @@ class Hostile:
         core = node.core
         if claim not in core.voters:
             return picks.epoch()
-        ceiling = core.epoch_ceiling()
+        ceiling = core.epoch_ceiling(RAFT_EPOCH_REQUEST_STEP_MAX)
         refused = (-1, -2**31, RAFT_EPOCH_MAX + 1, INT32_MAX, 2**31, 2**63,
                    ceiling + 1, RAFT_EPOCH_MAX if ceiling < RAFT_EPOCH_MAX else -5)
         return picks.pick(refused)
@@ -275,9 +276,10 @@ class Hostile:
             return
         sim = self.sim
         spoofed = picks.pick(others)
-        local, ceiling = core.epoch, core.epoch_ceiling()
+        local, ceiling = core.epoch, core.epoch_ceiling(RAFT_EPOCH_REQUEST_STEP_MAX)
         targets = (ceiling, ceiling + 1, RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_ACCEPTED_MAX + 1,
-                   local + RAFT_EPOCH_STEP_MAX, RAFT_EPOCH_MAX, RAFT_EPOCH_MAX + 1, INT32_MAX)
+                   local + RAFT_EPOCH_REQUEST_STEP_MAX + 1, local + RAFT_EPOCH_STEP_MAX,
+                   RAFT_EPOCH_MAX, RAFT_EPOCH_MAX + 1, INT32_MAX)
         epoch = picks.pick(targets) if picks.raw() % 2 else picks.epoch()
         if picks.raw() % 2:
             body = rpc.vote_request(None, -1, epoch, spoofed, 0, 0, True)
