@@ -3,8 +3,6 @@ metadata offset never runs ahead of the image, snapshots go through the Raft cor
 broker restarted from its snapshot plus log tail reaches the image of one that replayed the
 whole log (a real observer `RaftCore` over `MemoryStorage`, fed by a one-voter leader)."""
 
-import random
-
 import pytest
 
 from kraftcore.broker.metadata import BrokerMetadata, MetadataUpdate, visible_brokers
@@ -15,10 +13,11 @@ from kraftcore.metadata.image import CONFIG_TOPIC, EMPTY_IMAGE, METADATA_VERSION
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import encode_snapshot
 from kraftcore.types import Uuid
-from kraftcore.raft import RaftConfig, RaftCore
 from kraftcore.raft.types import CommittedBatch, Ready
 from kraftcore.types import SnapshotId
 from kraftcore.raft.memory import MemoryStorage
+
+from tests.harness.quorum import Cluster, StateMachine
 
 TS = 1_700_000_000_000
 T1 = Uuid.from_ints(1, 1)
@@ -222,91 +221,80 @@ def test_maybe_snapshot_waits_until_due_and_retries_when_the_core_is_not_ready()
 # ============================================================================ with RaftCore
 
 
+class BrokerApp:
+    """The broker's state machine in the cluster: each Ready goes to its BrokerMetadata,
+    and is kept for the test to look at."""
+
+    def __init__(self, now_ms, publishers=()):
+        self.meta = BrokerMetadata(snapshot_max_bytes=1, snapshot_interval_ms=0,
+                                   now_ms=now_ms)
+        for publisher in publishers:
+            self.meta.add_publisher(publisher)
+        self.readys = []
+
+    def on_ready(self, ready, storage, now_ms):
+        self.readys.append(ready)
+        self.meta.on_ready(ready, storage, now_ms)
+
+
 class Quorum:
     """Node 1, the only voter, leads; node 2, the broker, observes it with a real RaftCore
-    over MemoryStorage. Time moves in ticks; messages are delivered at once; every Ready is
-    handled as kraftcore.raft.types says (the broker's goes to BrokerMetadata first)."""
-
-    TICK_MS = 50
+    over MemoryStorage: a `Cluster` of the test harness (tests/harness/quorum.py), whose
+    every Ready is handled as kraftcore.raft.types says, the broker's going to its
+    BrokerMetadata first."""
 
     def __init__(self, observers_flush):
-        self.now = 0
-        self.leader_config = RaftConfig()
-        self.broker_config = RaftConfig(observers_flush=observers_flush)
-        self.leader_storage = MemoryStorage()
-        self.leader = RaftCore(1, (1,), self.leader_storage, None, self.leader_config,
-                               random.Random(1), 0)
-        self.broker_storage = MemoryStorage()
-        self.broker_election = None
-        self.incarnation = 0
-        self.start_broker()
-        self.run_until(lambda: self.leader.role == "leader")
+        self.publishers = ()  # what the broker's next BrokerMetadata publishes to
+        self.cluster = Cluster(voters=(1,), observers=(2,), state_machine=self._state_machine,
+                               node_config={2: dict(observers_flush=observers_flush)})
+        self.cluster.run_until_leader()
 
-    def start_broker(self):
-        self.incarnation += 1
-        self.broker = RaftCore(2, (1,), self.broker_storage, self.broker_election,
-                               self.broker_config, random.Random(100 + self.incarnation),
-                               self.now)
-        self.meta = BrokerMetadata(snapshot_max_bytes=1, snapshot_interval_ms=0,
-                                   now_ms=self.now)
-        self.readys = []  # the broker's Readys, for the test to look at
+    def _state_machine(self, node_id, now_ms):
+        return BrokerApp(now_ms, self.publishers) if node_id == 2 else StateMachine()
 
-    def _drain(self, core):
-        messages = []
-        for _ in range(100):
-            core.poll(self.now)
-            ready = core.take_ready()
-            if ready is None:
-                return messages
-            if core is self.broker:
-                self.readys.append(ready)
-                self.meta.on_ready(ready, self.broker_storage, self.now)
-                if ready.election_state is not None:
-                    self.broker_election = ready.election_state
-                if ready.flush_offset is not None:
-                    self.broker_storage.flush()
-            elif ready.flush_offset is not None:
-                self.leader_storage.flush()
-            messages += ready.messages
-            core.on_persisted(ready.number)
-        raise AssertionError("the core keeps producing Readys")
+    @property
+    def now(self):
+        return self.cluster.now
 
-    def settle(self):
-        cores = {1: self.leader, 2: self.broker}
-        for _ in range(1000):
-            messages = self._drain(self.leader) + self._drain(self.broker)
-            if not messages:
-                return
-            for message in messages:
-                cores[message.destination].handle(message, self.now)
-        raise AssertionError("messages keep flowing")
+    @property
+    def broker(self):
+        return self.cluster.core(2)
 
-    def tick(self):
-        self.settle()
-        self.now += self.TICK_MS
+    @property
+    def broker_storage(self):
+        return self.cluster.nodes[2].storage
+
+    @property
+    def meta(self):
+        return self.cluster.nodes[2].sm.meta
+
+    @property
+    def readys(self):
+        """The broker's Readys since it last started."""
+        return self.cluster.nodes[2].sm.readys
 
     def run_until(self, predicate, limit_ms=20_000):
-        end = self.now + limit_ms
-        while not predicate():
-            if self.now > end:
-                raise AssertionError(f"not reached in {limit_ms} ms")
-            self.tick()
+        self.cluster.run_until(lambda cluster: predicate(), limit_ms)
 
     def propose(self, *records):
         versions = [r.valid_versions[1] for r in records]
-        last = self.leader.propose(R.encode_values(list(records), versions), self.now)
+        last = self.cluster.propose(1, R.encode_values(list(records), versions))
         self.run_until(lambda: self.meta.metadata_offset >= last)
         return last
 
     def crash_broker(self):
-        self.broker_storage.crash()
-        self.broker = None
-        self.meta = None
+        self.cluster.crash(2)
+
+    def start_broker(self, publishers=()):
+        """Restart the broker: a new core and BrokerMetadata (publishing to `publishers`
+        from its first image on) over the storage the crash left."""
+        self.publishers = publishers
+        self.cluster.restart(2)
 
     def replayed_everything(self):
         """The image of a broker that applied the leader's whole log."""
         loader = MetadataLoader()
-        loader.apply(self.leader_storage.batches())
+        loader.apply(self.cluster.nodes[1].storage.batches())
         return loader.image
 
 
@@ -339,9 +327,8 @@ def test_restart_from_snapshot_and_log_tail_reaches_the_same_image(observers_flu
     q.crash_broker()
     tail_kept = q.broker_storage.log_end_offset
     assert (tail_kept > snapshot_id.end_offset) == observers_flush
-    q.start_broker()
     seen = Recorder()
-    q.meta.add_publisher(seen)
+    q.start_broker(publishers=[seen])
     q.run_until(lambda: q.meta.metadata_offset >= last)
     # The new core delivered the local snapshot first, then the tail.
     loads = [r.load_snapshot for r in q.readys if r.load_snapshot is not None]

@@ -528,7 +528,7 @@ def test_a_truncation_that_empties_the_log_drops_the_epoch_entry_at_its_end(open
 
 
 def test_verify_records_can_be_limited_to_crcs(open_log):
-    from tests.records_util import with_records
+    from tests.kernels.records_util import with_records
 
     good = codec.encode_batch([b"x"])
     broken = with_records(good, good[61:] + b"\x00")  # a valid CRC over a stray byte

@@ -6,7 +6,7 @@ leaves the election state, in memory and persisted, as it was, and the quorum go
 electing and committing. Then the other end of the epoch space: a quorum that really
 exhausts it stops with RaftEpochExhaustedError instead of wedging.
 
-Messages are `inject`ed into a `Cluster` (tests/raft/harness.py) from made-up senders; the
+Messages are `inject`ed into a `Cluster` (tests/harness/quorum.py) from made-up senders; the
 answers to those come back to ids outside the cluster (`cluster.outside`)."""
 
 import random
@@ -25,7 +25,8 @@ from kraftcore.raft import leader as leader_module
 from kraftcore.types import SnapshotId
 from kraftcore.raft.memory import MemoryStorage
 
-from tests.raft.harness import Cluster, assert_transcript
+from tests.harness.quorum import Cluster
+from tests.harness.transcript import assert_transcript
 
 FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_max_ms=100,
             election_backoff_base_ms=10, request_timeout_ms=200, fetch_max_wait_ms=50,

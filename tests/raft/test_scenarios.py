@@ -1,4 +1,4 @@
-"""Scenario tests for the Raft core: each drives a small `Cluster` (tests/raft/harness.py)
+"""Scenario tests for the Raft core: each drives a small `Cluster` (tests/harness/quorum.py)
 by hand and checks the transcript of what happened — the important lines, in order —
 plus the roles, epochs, high watermarks and logs it ends with.
 
@@ -28,7 +28,8 @@ from kraftcore.raft.types import RaftMessage
 from kraftcore.types import SnapshotId
 from kraftcore.raft.memory import MemoryStorage
 
-from tests.raft.harness import Cluster, assert_transcript, count_lines, find_line
+from tests.harness.quorum import Cluster
+from tests.harness.transcript import assert_transcript, count_lines, find_line
 
 # Short timeouts (same ratios as Kafka's defaults) where they keep transcripts short.
 FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_max_ms=100,

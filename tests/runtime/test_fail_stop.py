@@ -19,7 +19,7 @@ from kraftcore.limits import RAFT_EPOCH_MAX
 from kraftcore.log import quorum_state
 from kraftcore.types import ElectionState
 
-from tests.runtime.test_raft_driver import Quorum, run
+from tests.harness.drivers import Quorum, run
 
 RUNTIME_LOGGER = "kraftcore.runtime"
 

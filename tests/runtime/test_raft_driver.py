@@ -6,109 +6,19 @@ import asyncio
 import collections
 import dataclasses
 import os
-import random
 import types
 
 import pytest
 
 from kraftcore.codec import AppendGather
 from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
-from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
+from kraftcore.layout import BATCH_HEADER_BYTES
 from kraftcore.log import quorum_state
-from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
-from kraftcore.net import Listener, PeerPool
 from kraftcore.raft import rpc
-from kraftcore.raft.config import RaftConfig
 from kraftcore.runtime import raft_driver
 from kraftcore.runtime.raft_driver import RaftDriver
 
-# Hang guards only (the quorum needs well under a second on an idle machine).
-WAIT_S = 30
-CONFIG = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=400, fetch_max_wait_ms=50,
-                    request_timeout_ms=400)
-
-
-class Quorum:
-    def __init__(self, base):
-        self.base = base
-        self.ids = (1, 2, 3)
-        self.listeners = {}
-        self.drivers = {}
-        self.pools = {}
-        self.applied = {i: [] for i in self.ids}
-        self.fatal = {}
-
-    async def __aenter__(self):
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.close()
-
-    async def start(self):
-        for i in self.ids:
-            self.listeners[i] = await Listener.start("127.0.0.1", 0, self._handler(i))
-        for i in self.ids:
-            self.start_driver(i)
-
-    def _handler(self, i):
-        def handle(request, peer):  # the answer's future itself, as a node's listener gets
-            return self.drivers[i].handle_request(request.body)
-        return handle
-
-    def start_driver(self, i):
-        pool = PeerPool(rng=random.Random(i), request_timeout_ms=1000)
-        for j in self.ids:
-            if j != i:
-                pool.update(j, "127.0.0.1", self.listeners[j].port)
-        self.pools[i] = pool
-        directory = os.path.join(self.base, str(i), "__cluster_metadata-0")
-        os.makedirs(directory, exist_ok=True)
-        storage = FileRaftStorage.open(directory)
-        self.applied[i] = []
-
-        def on_ready(ready, i=i):
-            for batch in ready.commits:
-                self.applied[i].append((batch.base_offset, batch.last_offset))
-
-        driver = RaftDriver(i, self.ids, storage, FileElectionStore(directory), CONFIG, pool,
-                            rng=random.Random(i), on_ready=on_ready,
-                            on_fatal=lambda exc, i=i: self.fatal.setdefault(i, exc))
-        self.drivers[i] = driver
-        driver.kick()
-        return driver
-
-    async def leader(self):
-        async def wait():
-            while True:
-                for driver in self.drivers.values():
-                    if driver.core.role == "leader":
-                        return driver
-                await asyncio.sleep(0.01)
-        return await asyncio.wait_for(wait(), WAIT_S)
-
-    async def until(self, predicate):
-        async def wait():
-            while not predicate():
-                await asyncio.sleep(0.01)
-        await asyncio.wait_for(wait(), WAIT_S)
-
-    async def stop_driver(self, i):
-        driver = self.drivers.pop(i)
-        driver.close()
-        await self.pools[i].close()
-        driver.storage.close()
-
-    async def close(self):
-        for i in list(self.drivers):
-            await self.stop_driver(i)
-        for listener in self.listeners.values():
-            await listener.close()
-
-
-def run(coroutine):
-    return asyncio.run(asyncio.wait_for(coroutine, WAIT_S * 4))
-
+from tests.harness.drivers import CONFIG, WAIT_S, Quorum, run
 
 def test_three_drivers_elect_a_leader_and_commit_its_proposals(tmp_path):
     async def scenario():
@@ -396,7 +306,7 @@ class _BatchingCore:
         self.end = 0
 
     def propose(self, values, now_ms):
-        if sum(map(len, values)) > self.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES:
+        if sum(map(len, values)) > self.config.batch_max_bytes - BATCH_HEADER_BYTES:
             raise InvalidAppendError("over the batch size")
         self.batches.append(list(values))
         self.end += len(values)
@@ -425,7 +335,7 @@ def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrup
         monkeypatch):
     def scenario():  # append needs a running event loop
         monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 3)
-        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
+        driver = _batching_driver(BATCH_HEADER_BYTES + 150)
         settled = {}
         for name, values in (("a", [b"a1", b"a2"]), ("b", [b"b1", b"b2", b"b3", b"b4"]),
                              ("c", [b"c1"]), ("d", [b"d1", b"x" * 200, b"d3"]),
@@ -448,7 +358,7 @@ def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrup
 
 def test_proposing_keeps_batches_within_the_cores_batch_size():
     def scenario():  # append needs a running event loop
-        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES
+        driver = _batching_driver(BATCH_HEADER_BYTES
                                   + 3 * (10 + raft_driver.RECORD_OVERHEAD_BYTES_MAX))
         offsets = []
         for i in range(10):
@@ -463,7 +373,7 @@ def test_proposing_keeps_batches_within_the_cores_batch_size():
 
 def test_a_callback_that_closes_the_driver_while_proposing_fails_the_calls_left():
     def scenario():  # append needs a running event loop
-        driver = _batching_driver(RECORD_BATCH_OVERHEAD_BYTES + 150)
+        driver = _batching_driver(BATCH_HEADER_BYTES + 150)
         settled = []
 
         def close_on_refusal(offset, error):

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
 from tests.conftest import IMPLEMENTATIONS
-from tests.records_util import reseal, snapshot
+from tests.kernels.records_util import reseal, snapshot
 
 TS = 1_700_000_000_000
 

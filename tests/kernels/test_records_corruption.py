@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
 from tests.conftest import IMPLEMENTATIONS
-from tests.records_util import HEADER_FIELDS, reseal, snapshot, with_records
+from tests.kernels.records_util import HEADER_FIELDS, reseal, snapshot, with_records
 
 TS = 1_700_000_000_000
 

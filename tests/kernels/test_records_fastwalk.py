@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
 from tests.conftest import IMPLEMENTATIONS
-from tests.records_util import reseal, with_records
+from tests.kernels.records_util import reseal, with_records
 
 TS = 1_700_000_000_000
 NATIVE = IMPLEMENTATIONS.get("c")

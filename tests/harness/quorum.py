@@ -1,4 +1,7 @@
-"""A small, deterministic, hand-driven cluster of `RaftCore`s for scenario tests.
+"""A small, deterministic, hand-driven quorum of `RaftCore`s, and `drain`, the loop that
+takes a core's Readys. Every test that builds a quorum of Raft cores uses them: the Raft
+scenarios and refusals (tests/raft/), the broker's metadata follower (tests/broker/), a core
+over files surviving a restart (tests/runtime/test_raft_storage.py).
 
 Nothing happens unless the test says so:
 
@@ -9,229 +12,101 @@ Nothing happens unless the test says so:
   which delivers after every timer. A message on a blocked link, or to or from a node that
   is down, is dropped when its turn comes; one to an id outside the cluster (the answer to
   a request `inject`ed from a made-up sender) is kept in `outside`;
-* every `Ready` is drained exactly as `kraftcore.raft.types` says: persist the election
-  state, `storage.flush()`, then queue the messages, then `on_persisted(number)`; the
-  state machine gets `load_snapshot` and `commits` as soon as the Ready is taken.
+* every `Ready` is drained by `drain`, exactly as `kraftcore.raft.types` says: the state
+  machine gets `load_snapshot` and `commits` as soon as the Ready is taken, then the
+  election state is persisted, the storage flushed, the messages queued, and
+  `on_persisted(number)` called.
 
-Every event goes into `cluster.transcript` as one short line (`t=1500 1: unattached ->
-prospective (epoch 0)`, `1 -> 2 Vote(pre, epoch=0, last_epoch=0, leo=0)`, ...): messages
-are written when they are *delivered* (`a -x b ...` when dropped), so the transcript reads
-as a sequence of inputs, each followed by what it changed. `assert_transcript` checks that
-given lines appear in order (a subsequence), so a test reads like a transcript but
-tolerates unrelated lines.
+Each node keeps its log in a `MemoryStorage` (so `crash()` is a power loss that loses what
+was not flushed) and its election state in a `MemoryElectionStore`; with `directory`, in a
+`FileRaftStorage` and a `FileElectionStore` under `directory/<id>/__cluster_metadata-0`
+(then `stop()` and `restart()` reopen the files). A node's state machine is a
+`StateMachine` unless `state_machine(node_id, now_ms)` makes another (anything with
+`on_ready(ready, storage, now_ms)`, such as a broker's `BrokerMetadata`).
+
+Every event goes into `cluster.transcript` as one short line (tests/harness/transcript.py);
+messages are written when they are *delivered* (`a -x b ...` when dropped), so the
+transcript reads as a sequence of inputs, each followed by what it changed.
 """
 
 import collections
 import json
+import os
 import random
-import re
-import struct
-import textwrap
 
 from kraftcore import codec
 from kraftcore.errors import NotLeaderError
-from kraftcore.raft.control import decode_control_record
-from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import RaftConfig, RaftCore
+from kraftcore.raft.memory import MemoryElectionStore, MemoryStorage
+from kraftcore.raft.storage import ElectionStore
 from kraftcore.raft.types import RaftMessage
-from kraftcore.raft.memory import MemoryStorage
+from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 
-# A loop guard: this many deliveries in one deliver() means something is spinning.
+from tests.harness.transcript import batch_kind, fmt_election_state, fmt_role, format_message
+
+# Loop guards: this many deliveries in one deliver(), or Readys in one drain(), means
+# something is spinning.
 DELIVERIES_MAX = 100_000
 READYS_MAX = 1_000
-_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23
+PARTITION = "__cluster_metadata-0"
 
 
-# ============================================================================ formatting
-# One function per message kind; each returns the text after "src -> dst ".
+# ============================================================================ draining
 
-def _error_name(code):
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
-def _id(value):
-    return "-" if value is None or value < 0 else str(value)
-
-
-def _batch_ranges(data):
-    """(first offset, last offset) of the v2 batches in `data`, from their headers."""
-    if not data:
-        return None
-    data = bytes(data)
-    pos, first, last = 0, None, None
-    while pos + 27 <= len(data):
-        base, length = _BATCH_HEADER.unpack_from(data, pos)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
-        first = base if first is None else first
-        last = base + delta
-        pos += length + 12
-    return first, last
-
-
-def fmt_vote_request(body, request=None):
-    part = body.topics[0].partitions[0]
-    kind = "pre, " if part.pre_vote else ""
-    return (f"Vote({kind}epoch={part.replica_epoch}, last_epoch={part.last_offset_epoch}, "
-            f"leo={part.last_offset})")
-
-
-def fmt_vote_response(body, request=None):
-    part = body.topics[0].partitions[0]
-    pre = request is not None and request.topics[0].partitions[0].pre_vote
-    name = "Vote(pre)" if pre else "Vote"
-    error = body.error_code or part.error_code
-    leader = f", leader {part.leader_id}" if part.leader_id >= 0 else ""
-    if error:
-        return f"{name} {_error_name(error)} (epoch {part.leader_epoch}{leader})"
-    verdict = "granted" if part.vote_granted else "refused"
-    return f"{name} {verdict} (epoch {part.leader_epoch}{leader})"
+def drain(core, now_ms, storage, election_store=None, *, apply=None, send=None,
+          observe=None):
+    """Poll `core` at `now_ms` and take its Readys until there are none, each as
+    `kraftcore.raft.types` says: `apply(ready)` first (the state machine: `load_snapshot`,
+    `commits`), then the election state is written to `election_store`, `storage` flushed
+    when the Ready has a `flush_offset`, each message handed to `send`, and
+    `core.on_persisted(ready.number)`. `observe()` runs after every poll and every
+    `on_persisted`. Returns the deadline of the last poll."""
+    for _ in range(READYS_MAX):
+        deadline = core.poll(now_ms)
+        if observe is not None:
+            observe()
+        ready = core.take_ready()
+        if ready is None:
+            return deadline
+        if apply is not None:
+            apply(ready)
+        if ready.election_state is not None:
+            if election_store is None:
+                raise AssertionError(f"{core!r} has an election state to persist and no store")
+            election_store.write(ready.election_state)
+        if ready.flush_offset is not None:
+            storage.flush()
+        if ready.messages:
+            if send is None:
+                raise AssertionError(f"{core!r} sends {ready.messages} and nothing delivers")
+            for message in ready.messages:
+                send(message)
+        core.on_persisted(ready.number)
+        if observe is not None:
+            observe()
+    raise AssertionError(f"{core!r} produced more than {READYS_MAX} Readys")
 
 
-def fmt_begin_quorum_epoch_request(body, request=None):
-    part = body.topics[0].partitions[0]
-    return f"BeginQuorumEpoch(epoch={part.leader_epoch}, leader={part.leader_id})"
-
-
-def fmt_end_quorum_epoch_request(body, request=None):
-    part = body.topics[0].partitions[0]
-    preferred = [c.candidate_id for c in part.preferred_candidates or ()] or list(
-        part.preferred_successors or ())
-    return (f"EndQuorumEpoch(epoch={part.leader_epoch}, leader={part.leader_id}, "
-            f"preferred={preferred})")
-
-
-def _fmt_quorum_epoch_response(name, body):
-    part = body.topics[0].partitions[0]
-    error = body.error_code or part.error_code
-    verdict = _error_name(error) if error else "ok"
-    leader = f", leader {part.leader_id}" if part.leader_id >= 0 else ""
-    return f"{name} {verdict} (epoch {part.leader_epoch}{leader})"
-
-
-def fmt_begin_quorum_epoch_response(body, request=None):
-    return _fmt_quorum_epoch_response("BeginQuorumEpoch", body)
-
-
-def fmt_end_quorum_epoch_response(body, request=None):
-    return _fmt_quorum_epoch_response("EndQuorumEpoch", body)
-
-
-def fmt_fetch_request(body, request=None):
-    part = body.topics[0].partitions[0]
-    return f"Fetch(offset={part.fetch_offset}, last_epoch={part.last_fetched_epoch})"
-
-
-def fmt_fetch_response(body, request=None):
-    if body.error_code:
-        return f"Fetch: {_error_name(body.error_code)}"
-    part = body.responses[0].partitions[0]
-    hw = _id(part.high_watermark)
-    leader = part.current_leader
-    if part.error_code:
-        return (f"Fetch: {_error_name(part.error_code)} (epoch {leader.leader_epoch}, "
-                f"leader {_id(leader.leader_id)})")
-    if part.diverging_epoch is not None and part.diverging_epoch.epoch >= 0:
-        d = part.diverging_epoch
-        return f"Fetch: diverging (epoch {d.epoch}, end offset {d.end_offset}), hw={hw}"
-    if part.snapshot_id is not None and part.snapshot_id.end_offset >= 0:
-        s = part.snapshot_id
-        return f"Fetch: snapshot (end offset {s.end_offset}, epoch {s.epoch}), hw={hw}"
-    span = _batch_ranges(part.records)
-    if span is None:
-        return f"Fetch: empty, hw={hw}"
-    return f"Fetch: records {span[0]}..{span[1]}, hw={hw}"
-
-
-def fmt_fetch_snapshot_request(body, request=None):
-    part = body.topics[0].partitions[0]
-    s = part.snapshot_id
-    return (f"FetchSnapshot(snapshot=(end offset {s.end_offset}, epoch {s.epoch}), "
-            f"position={part.position})")
-
-
-def fmt_fetch_snapshot_response(body, request=None):
-    if body.error_code:
-        return f"FetchSnapshot: {_error_name(body.error_code)}"
-    part = body.topics[0].partitions[0]
-    if part.error_code:
-        return f"FetchSnapshot: {_error_name(part.error_code)}"
-    data = part.unaligned_records or b""
-    return (f"FetchSnapshot: bytes [{part.position}, {part.position + len(data)}) "
-            f"of {part.size}")
-
-
-def fmt_other(body, request=None):
-    return type(body).__name__
-
-
-_FORMATTERS = {
-    "VoteRequest": fmt_vote_request,
-    "VoteResponse": fmt_vote_response,
-    "BeginQuorumEpochRequest": fmt_begin_quorum_epoch_request,
-    "BeginQuorumEpochResponse": fmt_begin_quorum_epoch_response,
-    "EndQuorumEpochRequest": fmt_end_quorum_epoch_request,
-    "EndQuorumEpochResponse": fmt_end_quorum_epoch_response,
-    "FetchRequest": fmt_fetch_request,
-    "FetchResponse": fmt_fetch_response,
-    "FetchSnapshotRequest": fmt_fetch_snapshot_request,
-    "FetchSnapshotResponse": fmt_fetch_snapshot_response,
-}
-
-
-def format_message(body, request=None):
-    try:
-        return _FORMATTERS.get(type(body).__name__, fmt_other)(body, request)
-    except (AttributeError, IndexError, TypeError):  # a hand-made body of another shape
-        return fmt_other(body, request)
-
-
-def fmt_election_state(state):
-    parts = [f"epoch {state.epoch}"]
-    if state.leader_id is not None:
-        parts.append(f"leader {state.leader_id}")
-    if state.voted_id is not None:
-        parts.append(f"voted {state.voted_id}")
-    return ", ".join(parts)
-
-
-def fmt_role(core):
-    extra = ""
-    if core.role == "follower":
-        extra = f", leader {core.leader_id}"
-    elif core.role == "voted":
-        extra = f", voted {core.voted_id}"
-    return core.role, f"(epoch {core.epoch}{extra})"
-
-
-def _batch_kind(batch):
-    if not batch.control:
-        return ""
-    names = []
-    for decoded in codec.decode_batches(batch.data):
-        for record in decoded.records:
-            names.append(decode_control_record(record.key, record.value)[1])
-    return ", " + "+".join(names)
+def running_leaders(cores):
+    """The cores that believe they lead, newest epoch first (shared with the quorum of
+    drivers, tests/harness/drivers.py)."""
+    return sorted((core for core in cores if core.role == "leader"),
+                  key=lambda core: -core.epoch)
 
 
 # ============================================================================ nodes
 
-class TracingStorage(MemoryStorage):
-    """MemoryStorage that reports the log changes worth a transcript line."""
+class TracingStorage:
+    """Mixed into a `RaftStorage` class: reports the log changes worth a transcript line
+    to `self.trace`."""
 
-    __slots__ = ("trace",)
-
-    def __init__(self, trace):
-        super().__init__()
-        self.trace = trace
+    def trace(self, text):
+        pass
 
     def append_as_leader(self, batch, epoch):
         base, last = super().append_as_leader(batch, epoch)
-        stored = self._batches[-1]
-        self.trace(f"append {base}..{last} (epoch {epoch}{_batch_kind(stored)})")
+        stored = self.read_batches(base, last + 1)[-1]
+        self.trace(f"append {base}..{last} (epoch {epoch}{batch_kind(stored)})")
         return base, last
 
     def truncate_to(self, offset):
@@ -256,6 +131,30 @@ class TracingStorage(MemoryStorage):
         return result
 
 
+class TracingMemoryStorage(TracingStorage, MemoryStorage):
+    pass
+
+
+class TracingFileStorage(TracingStorage, FileRaftStorage):
+    pass
+
+
+class TracingElectionStore(ElectionStore):
+    """An `ElectionStore` that writes a transcript line for every write to the store it
+    wraps."""
+
+    def __init__(self, inner, trace):
+        self.inner = inner
+        self.trace = trace
+
+    def read(self):
+        return self.inner.read()
+
+    def write(self, state):
+        self.inner.write(state)
+        self.trace(f"persist quorum-state ({fmt_election_state(state)})")
+
+
 class StateMachine:
     """Applies committed batches in offset order; remembers every data record value.
     Its snapshot is JSON: the next offset and every (offset, value hex)."""
@@ -264,6 +163,12 @@ class StateMachine:
         self.next_offset = 0
         self.values = []  # (offset, bytes)
         self.loaded = []  # SnapshotIds loaded, in order
+
+    def on_ready(self, ready, storage, now_ms):
+        if ready.load_snapshot is not None:
+            self.load_snapshot(ready.load_snapshot, storage.snapshot_bytes(ready.load_snapshot))
+        for batch in ready.commits:
+            self.apply(batch)
 
     def load_snapshot(self, snapshot_id, data):
         doc = json.loads(data)
@@ -286,16 +191,22 @@ class StateMachine:
                     self.values.append((record.offset, record.value))
         self.next_offset = batch.last_offset + 1
 
-    def snapshot_bytes(self):
-        return json.dumps({"next_offset": self.next_offset,
-                           "values": [[o, v.hex()] for o, v in self.values]}).encode()
+    def snapshot_bytes(self, end_offset=None):
+        """The state up to `end_offset` (default: everything applied), which must not be
+        past what was applied."""
+        end = self.next_offset if end_offset is None else end_offset
+        if end > self.next_offset:
+            raise AssertionError(f"no state up to {end}: applied up to {self.next_offset}")
+        return json.dumps({"next_offset": end,
+                           "values": [[o, v.hex()] for o, v in self.values if o < end]}).encode()
 
 
 class Node:
     def __init__(self, node_id, cluster):
         self.id = node_id
-        self.storage = TracingStorage(lambda text: cluster._storage_event(self, text))
-        self.election_state = None  # the persisted quorum-state
+        self.directory = None
+        self.storage = None
+        self.election_store = None
         self.core = None
         self.sm = None
         self.deadline = None
@@ -307,6 +218,16 @@ class Node:
     def up(self):
         return self.core is not None
 
+    @property
+    def election_state(self):
+        """The persisted quorum-state (None before the first write)."""
+        return self.election_store.read()
+
+    @election_state.setter
+    def election_state(self, state):
+        """Replace the persisted quorum-state by hand (no transcript line)."""
+        self.election_store.inner.write(state)
+
     def __repr__(self):
         return f"Node({self.id}, {self.core!r}, persisted={self.election_state})"
 
@@ -314,11 +235,18 @@ class Node:
 # ============================================================================ cluster
 
 class Cluster:
-    def __init__(self, voters=(1, 2, 3), observers=(), seed=0, **config):
+    def __init__(self, voters=(1, 2, 3), observers=(), seed=0, *, directory=None,
+                 state_machine=None, node_config=None, **config):
+        """`config` (RaftConfig fields) applies to every node, `node_config[node_id]` on top
+        of it to one node."""
         self.voters = tuple(voters)
         self.observers = tuple(observers)
         self.seed = seed
+        self.directory = None if directory is None else str(directory)
+        self.state_machine = state_machine or (lambda node_id, now_ms: StateMachine())
         self.config = RaftConfig(**config)
+        self.node_configs = {node_id: RaftConfig(**{**config, **overrides})
+                             for node_id, overrides in (node_config or {}).items()}
         self.now = 0
         self.transcript = []  # (t, text)
         self.queue = collections.deque()  # RaftMessage, FIFO
@@ -330,6 +258,7 @@ class Cluster:
         self.leaders = {}  # epoch -> leader id, every leader ever seen
         self.nodes = {n: Node(n, self) for n in self.voters + self.observers}
         for node in self.nodes.values():
+            self._open(node)
             self._start(node)
 
     # ------------------------------------------------------------------ queries
@@ -339,9 +268,9 @@ class Cluster:
 
     def leader(self):
         """The id of the one running leader, or None."""
-        leaders = [n.id for n in self.nodes.values() if n.up and n.core.role == "leader"]
-        assert len(leaders) <= 1, f"several running leaders: {leaders}"
-        return leaders[0] if leaders else None
+        leaders = running_leaders(n.core for n in self.nodes.values() if n.up)
+        assert len(leaders) <= 1, f"several running leaders: {[c.node_id for c in leaders]}"
+        return leaders[0].node_id if leaders else None
 
     def roles(self):
         return {n.id: (n.core.role if n.up else "down") for n in self.nodes.values()}
@@ -366,13 +295,33 @@ class Cluster:
 
     # ------------------------------------------------------------------ driving a node
 
+    def _open(self, node):
+        """Give the node its storage and election store (again, after a stop, for files)."""
+        def trace(text):
+            self._storage_event(node, text)
+
+        def node_log(text):
+            self.log(f"{node.id}: {text}")
+
+        if self.directory is None:
+            if node.storage is None:
+                node.storage = TracingMemoryStorage()
+                node.election_store = TracingElectionStore(MemoryElectionStore(), node_log)
+        else:
+            node.directory = os.path.join(self.directory, str(node.id), PARTITION)
+            os.makedirs(node.directory, exist_ok=True)
+            node.storage = TracingFileStorage.open(node.directory)
+            node.election_store = TracingElectionStore(FileElectionStore(node.directory),
+                                                       node_log)
+        node.storage.trace = trace
+
     def _start(self, node):
         node.incarnation += 1
         rng = random.Random(self.seed * 1_000_003 + node.id * 1_009 + node.incarnation)
-        node.sm = StateMachine()
+        node.sm = self.state_machine(node.id, self.now)
         node.seen = node.seen_hw = None
         node.core = RaftCore(node.id, self.voters, node.storage, node.election_state,
-                             self.config, rng, self.now)
+                             self.node_configs.get(node.id, self.config), rng, self.now)
         self._note_state(node)
         self._drive(node)
 
@@ -402,39 +351,19 @@ class Cluster:
         self.log(f"{node.id}: {text}")
 
     def _drive(self, node):
-        """Poll the node and drain its Readys per the contract in kraftcore.raft.types."""
-        core = node.core
-        for _ in range(READYS_MAX):
-            deadline = core.poll(self.now)
-            self._note_state(node)
-            ready = core.take_ready()
-            if ready is None:
-                break
-            self._apply(node, ready)
-            if ready.election_state is not None:
-                node.election_state = ready.election_state
-                self.log(f"{node.id}: persist quorum-state "
-                         f"({fmt_election_state(ready.election_state)})")
-            if ready.flush_offset is not None:
-                node.storage.flush()
-            for message in ready.messages:
-                self._queue(message)
-            core.on_persisted(ready.number)
-            self._note_state(node)
-        else:
-            raise AssertionError(f"node {node.id} produced more than {READYS_MAX} Readys")
+        """Poll the node and drain its Readys (`drain`)."""
+        deadline = drain(node.core, self.now, node.storage, node.election_store,
+                         apply=lambda ready: self._apply(node, ready), send=self._queue,
+                         observe=lambda: self._note_state(node))
         node.deadline = deadline if deadline > self.now else self.now + 1
 
     def _apply(self, node, ready):
-        sm = node.sm
+        node.sm.on_ready(ready, node.storage, self.now)
         if ready.load_snapshot is not None:
             snapshot_id = ready.load_snapshot
-            sm.load_snapshot(snapshot_id, node.storage.snapshot_bytes(snapshot_id))
             self.log(f"{node.id}: load snapshot (end offset {snapshot_id.end_offset}, "
                      f"epoch {snapshot_id.epoch})")
         if ready.commits:
-            for batch in ready.commits:
-                sm.apply(batch)
             self.log(f"{node.id}: apply {ready.commits[0].base_offset}.."
                      f"{ready.commits[-1].last_offset}")
 
@@ -579,26 +508,49 @@ class Cluster:
 
     # ------------------------------------------------------------------ faults
 
-    def crash(self, node_id):
-        """Power loss: unflushed writes are lost, queued messages to and from it dropped,
-        the core and the state machine discarded."""
-        node = self.nodes[node_id]
-        node.storage.crash()
+    def _take_down(self, node, what):
         node.core = node.sm = None
         node.deadline = None
         before = len(self.queue)
         self.queue = collections.deque(
-            m for m in self.queue if node_id not in (m.source, m.destination))
-        self.log(f"crash {node_id} ({before - len(self.queue)} queued messages dropped)")
+            m for m in self.queue if node.id not in (m.source, m.destination))
+        self.log(f"{what} {node.id} ({before - len(self.queue)} queued messages dropped)")
+
+    def crash(self, node_id):
+        """Power loss: unflushed writes are lost, queued messages to and from it dropped,
+        the core and the state machine discarded. In-memory storage only."""
+        node = self.nodes[node_id]
+        if self.directory is not None:
+            raise TypeError("a node on files cannot lose power here; stop() it")
+        node.storage.crash()
+        self._take_down(node, "crash")
+
+    def stop(self, node_id):
+        """A clean stop: nothing written is lost (files are closed), queued messages to
+        and from it are dropped, the core and the state machine discarded."""
+        node = self.nodes[node_id]
+        assert node.up, f"node {node_id} is not running"
+        if self.directory is not None:
+            node.storage.close()
+        self._take_down(node, "stop")
 
     def restart(self, node_id):
         """A new core from the durable storage and the persisted election state."""
         node = self.nodes[node_id]
         assert not node.up, f"node {node_id} is running"
+        if self.directory is not None:
+            self._open(node)
         self.log(f"restart {node_id} (quorum-state: "
                  f"{fmt_election_state(node.election_state) if node.election_state else '-'}"
                  f", log [{node.storage.log_start_offset}, {node.storage.log_end_offset}))")
         self._start(node)
+
+    def close(self):
+        """Close the files of every node (a cluster on files)."""
+        if self.directory is not None:
+            for node in self.nodes.values():
+                if node.up:
+                    node.storage.close()
 
     # ------------------------------------------------------------------ client inputs
 
@@ -621,59 +573,15 @@ class Cluster:
         node.core.resign(self.now)
         self._drive(node)
 
-    def snapshot(self, node_id):
-        """The node's state machine snapshots everything it applied; returns the id."""
+    def snapshot(self, node_id, end_offset=None):
+        """The node's state machine snapshots what it applied (up to `end_offset`); returns
+        the id."""
         node = self.nodes[node_id]
-        snapshot_id = node.core.create_snapshot(node.sm.next_offset, node.sm.snapshot_bytes())
+        if end_offset is None:
+            end_offset = node.sm.next_offset
+        snapshot_id = node.core.create_snapshot(end_offset, node.sm.snapshot_bytes(end_offset))
         self._drive(node)
         return snapshot_id
 
 
-# ============================================================================ assertions
-
-def _pattern(line):
-    """An expected line: exact text, `*` matching anything."""
-    return re.compile(".*".join(re.escape(piece) for piece in line.split("*")) + r"\Z")
-
-
-def assert_transcript(cluster, expected):
-    """Each non-blank line of `expected` (dedented; `#` lines are comments) must match a
-    transcript line, in order. A line starting with `t=` is matched against the whole
-    transcript line, any other against the text after the time; `*` is a wildcard."""
-    lines = cluster.transcript
-    pos = 0
-    for raw in textwrap.dedent(expected).splitlines():
-        want = raw.strip()
-        if not want or want.startswith("#"):
-            continue
-        timed = want.startswith("t=")
-        pattern = _pattern(want)
-        while pos < len(lines):
-            t, text = lines[pos]
-            pos += 1
-            if pattern.match(f"t={t} {text}" if timed else text):
-                break
-        else:
-            raise AssertionError(
-                f"transcript line not found (in order): {want!r}\n--- transcript ---\n"
-                + cluster.text())
-
-
-def find_line(cluster, pattern, start=0):
-    """(index, t) of the first transcript entry at or after `start` matching `pattern`
-    (`*` wildcards, matched against the text after the time); None if none."""
-    compiled = _pattern(pattern)
-    for index in range(start, len(cluster.transcript)):
-        t, text = cluster.transcript[index]
-        if compiled.match(text):
-            return index, t
-    return None
-
-
-def count_lines(cluster, pattern):
-    compiled = _pattern(pattern)
-    return sum(1 for _, text in cluster.transcript if compiled.match(text))
-
-
-__all__ = ["Cluster", "StateMachine", "TracingStorage", "assert_transcript", "find_line",
-           "count_lines", "format_message"]
+__all__ = ["Cluster", "StateMachine", "TracingStorage", "drain", "running_leaders"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).with_name("native") / "crc32c_paths.c"
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
 
