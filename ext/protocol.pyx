@@ -18,8 +18,8 @@ from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_pu
 
 from kraftcore.errors import EncodeError, ProtocolError
 from kraftcore.types import Uuid
-from kraftcore._py.protocol import (EMPTY_ELEMENTS_MAX as _EMPTY_MAX, FRAME_VERSION as _FRAME,
-                                    _checked_unknown)
+from kraftcore import kernel_api
+from kraftcore.kernel_api import checked_unknown_tags
 
 cdef extern from "Python.h":
     """
@@ -102,18 +102,25 @@ cdef enum:
     IGNORABLE = 8
     FRESH = 16
 
-KINDS = {
-    "bool": BOOL, "int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64,
-    "uint16": UINT16, "uint32": UINT32, "float64": FLOAT64, "uuid": UUID, "string": STRING,
-    "bytes": BYTES, "records": RECORDS, "struct": STRUCT, "array": ARRAY,
-    "array_struct": ARRAY_STRUCT,
-}
-FLAGS = {"nullable": NULLABLE, "compact": COMPACT, "absent": ABSENT, "ignorable": IGNORABLE,
-         "fresh": FRESH}
-FRAME_VERSION = _FRAME
-FRAME_FIELD_MAX = 0x7FFF
-EMPTY_ELEMENTS_MAX = _EMPTY_MAX
-cdef Py_ssize_t EMPTY_MAX = _EMPTY_MAX
+from kraftcore.kernel_api import EMPTY_ELEMENTS_MAX, FRAME_FIELD_MAX, FRAME_VERSION
+cdef Py_ssize_t EMPTY_MAX = kernel_api.EMPTY_ELEMENTS_MAX
+
+
+def _check_program_form():
+    """The kinds and flags compiled in above must be the program form's
+    (`kraftcore.kernel_api`): a difference would make every program misread."""
+    compiled = {"bool": BOOL, "int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64,
+                "uint16": UINT16, "uint32": UINT32, "float64": FLOAT64, "uuid": UUID,
+                "string": STRING, "bytes": BYTES, "records": RECORDS, "struct": STRUCT,
+                "array": ARRAY, "array_struct": ARRAY_STRUCT}
+    flags = {"nullable": NULLABLE, "compact": COMPACT, "absent": ABSENT,
+             "ignorable": IGNORABLE, "fresh": FRESH}
+    if compiled != kernel_api.KINDS or flags != kernel_api.FLAGS:
+        raise ImportError("kraftcore._c.protocol was compiled with other field kinds or flags "
+                          "than kraftcore.kernel_api defines; rebuild the extension")
+
+
+_check_program_form()
 
 cdef inline int _min_bytes(int kind):
     if kind == INT16 or kind == UINT16:
@@ -427,8 +434,8 @@ cdef tuple _decode_value(_In c, object value, list table):
     cdef Py_ssize_t pos = 0, end = c.size
     cdef uint32_t frame, api_key, version
     frame = _uvarint(c.data, &pos, end, "frame version")
-    if frame != _FRAME:
-        raise ProtocolError(f"metadata record frame version {frame}, expected {_FRAME}", 0)
+    if frame != FRAME_VERSION:
+        raise ProtocolError(f"metadata record frame version {frame}, expected {FRAME_VERSION}", 0)
     api_key = _uvarint(c.data, &pos, end, "record type")
     version = _uvarint(c.data, &pos, end, "record version")
     if api_key > FRAME_FIELD_MAX or version > FRAME_FIELD_MAX:
@@ -721,7 +728,7 @@ cdef int _write_tags_merged(_Out out, tuple prog, object obj, object unknown) ex
             fields.append((op[5], data.take()))
     known = {item[0] for item in fields}
     tagmap = prog[3]
-    fields.extend((tag, raw) for tag, raw in _checked_unknown(unknown, prog[5])
+    fields.extend((tag, raw) for tag, raw in checked_unknown_tags(unknown, prog[5])
                   if tag not in tagmap and tag not in known)
     fields.sort(key=_first)
     out.uvarint(len(fields))
@@ -769,7 +776,7 @@ def encode_metadata_values(records, versions, list table):
             raise EncodeError(f"record type {api_key} is {prog[0].__name__}, "
                               f"not {type(record).__name__}")
         data.size = 0
-        data.uvarint(_FRAME)
+        data.uvarint(FRAME_VERSION)
         data.uvarint(api_key)
         data.uvarint(version)
         _write_struct(data, prog, record)

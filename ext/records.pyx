@@ -24,10 +24,11 @@ from kc cimport (kc_batch_info, KC_CHECK_BATCH_CAPSULE, kc_crc32c_init, kc_crc32
                  kc_size_varint32, kc_size_varint64, kc_write_varint32, kc_write_varint64,
                  kc_put_be16, kc_put_be32, kc_put_be64, kc_get_be16, kc_get_be32, kc_get_be64)
 
-from kraftcore import limits
+from kraftcore import layout, limits
+from kraftcore.compression import compression_codec, lz4_compress, lz4_decompress
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
-from kraftcore._py.records import (compression_codec, lz4_compress, lz4_decompress,
-                                   CODEC_NAMES, _check_range)
+from kraftcore.kernel_api import check_int_range
+from kraftcore.layout import CODEC_NAMES
 
 cdef extern from "kc_varint.h":
     int kc_read_varint32_nb(const uint8_t *p, int32_t *out) nogil
@@ -39,15 +40,38 @@ cdef extern from "Python.h":
 
 kc_crc32c_init()
 
+# The batch header's layout, read from kraftcore.layout once, when the module loads.
+cdef Py_ssize_t BASE_OFFSET_OFFSET = layout.BASE_OFFSET_OFFSET
+cdef Py_ssize_t BATCH_LENGTH_OFFSET = layout.BATCH_LENGTH_OFFSET
+cdef Py_ssize_t PARTITION_LEADER_EPOCH_OFFSET = layout.PARTITION_LEADER_EPOCH_OFFSET
+cdef Py_ssize_t MAGIC_OFFSET = layout.MAGIC_OFFSET
+cdef Py_ssize_t CRC_OFFSET = layout.CRC_OFFSET
+cdef Py_ssize_t ATTRIBUTES_OFFSET = layout.ATTRIBUTES_OFFSET
+cdef Py_ssize_t LAST_OFFSET_DELTA_OFFSET = layout.LAST_OFFSET_DELTA_OFFSET
+cdef Py_ssize_t BASE_TIMESTAMP_OFFSET = layout.BASE_TIMESTAMP_OFFSET
+cdef Py_ssize_t MAX_TIMESTAMP_OFFSET = layout.MAX_TIMESTAMP_OFFSET
+cdef Py_ssize_t PRODUCER_ID_OFFSET = layout.PRODUCER_ID_OFFSET
+cdef Py_ssize_t PRODUCER_EPOCH_OFFSET = layout.PRODUCER_EPOCH_OFFSET
+cdef Py_ssize_t BASE_SEQUENCE_OFFSET = layout.BASE_SEQUENCE_OFFSET
+cdef Py_ssize_t RECORDS_COUNT_OFFSET = layout.RECORDS_COUNT_OFFSET
+cdef Py_ssize_t HEADER_BYTES = layout.BATCH_HEADER_BYTES
+cdef Py_ssize_t LOG_OVERHEAD = layout.LOG_OVERHEAD_BYTES
+cdef Py_ssize_t CRC_START_OFFSET = layout.CRC_START_OFFSET
+cdef int32_t BATCH_LENGTH_MIN = layout.BATCH_LENGTH_MIN
+cdef int MAGIC = layout.MAGIC
+cdef int COMPRESSION_CODEC_MASK = layout.COMPRESSION_CODEC_MASK
+cdef int TIMESTAMP_TYPE_MASK = layout.TIMESTAMP_TYPE_MASK
+cdef int TRANSACTIONAL_MASK = layout.TRANSACTIONAL_MASK
+cdef int CONTROL_MASK = layout.CONTROL_MASK
+cdef int DELETE_HORIZON_MASK = layout.DELETE_HORIZON_MASK
+cdef int CODEC_NONE = layout.CODEC_NONE
+cdef int CODEC_LZ4 = layout.CODEC_LZ4
+cdef int CODEC_MAX = max(layout.CODEC_NAMES)
+
 cdef enum:
-    HEADER_BYTES = 61
-    LOG_OVERHEAD = 12
-    ATTRIBUTES_OFFSET = 21
     RECORD_BYTES_MIN = 7
     FAST_SLACK = 16  # bytes past a record's end for `_records_well_formed`'s fast loop
     SHAPE_BYTES = 16  # bytes of a record compared with the last one's shape (two words)
-    CODEC_NONE = 0
-    CODEC_LZ4 = 3
 
 cdef uint32_t CRC_INIT = 0xFFFFFFFF
 cdef Py_ssize_t NOGIL_BYTES_MIN = limits.NOGIL_BYTES_MIN
@@ -105,24 +129,24 @@ cdef class RecordBatch:
     @property
     def compression(self):
         """The codec id (0 none, 3 lz4)."""
-        return self.attributes & 0x07
+        return self.attributes & COMPRESSION_CODEC_MASK
 
     @property
     def timestamp_type(self):
         """0 = CreateTime, 1 = LogAppendTime."""
-        return 1 if self.attributes & 0x08 else 0
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
 
     @property
     def is_transactional(self):
-        return bool(self.attributes & 0x10)
+        return bool(self.attributes & TRANSACTIONAL_MASK)
 
     @property
     def is_control(self):
-        return bool(self.attributes & 0x20)
+        return bool(self.attributes & CONTROL_MASK)
 
     @property
     def has_delete_horizon(self):
-        return bool(self.attributes & 0x40)
+        return bool(self.attributes & DELETE_HORIZON_MASK)
 
     def same_value(self):
         """The value every record of the batch carries, when they all carry the same
@@ -208,33 +232,34 @@ cdef RecordBatch _read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t to
             f"truncated batch: {remaining} bytes left, a batch header needs {HEADER_BYTES}", pos)
     cdef RecordBatch b = RecordBatch.__new__(RecordBatch)
     b.position = pos
-    b.base_offset = <int64_t>kc_get_be64(h)
-    b.batch_length = <int32_t>kc_get_be32(h + 8)
-    b.partition_leader_epoch = <int32_t>kc_get_be32(h + 12)
-    b.magic = <signed char>h[16]
-    b.crc = kc_get_be32(h + 17)
-    b.attributes = <int16_t>kc_get_be16(h + 21)
-    b.last_offset_delta = <int32_t>kc_get_be32(h + 23)
-    b.base_timestamp = <int64_t>kc_get_be64(h + 27)
-    b.max_timestamp = <int64_t>kc_get_be64(h + 35)
-    b.producer_id = <int64_t>kc_get_be64(h + 43)
-    b.producer_epoch = <int16_t>kc_get_be16(h + 51)
-    b.base_sequence = <int32_t>kc_get_be32(h + 53)
-    b.records_count = <int32_t>kc_get_be32(h + 57)
-    if b.batch_length < HEADER_BYTES - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch length {b.batch_length} is below the minimum 49", pos)
+    b.base_offset = <int64_t>kc_get_be64(h + BASE_OFFSET_OFFSET)
+    b.batch_length = <int32_t>kc_get_be32(h + BATCH_LENGTH_OFFSET)
+    b.partition_leader_epoch = <int32_t>kc_get_be32(h + PARTITION_LEADER_EPOCH_OFFSET)
+    b.magic = <signed char>h[MAGIC_OFFSET]
+    b.crc = kc_get_be32(h + CRC_OFFSET)
+    b.attributes = <int16_t>kc_get_be16(h + ATTRIBUTES_OFFSET)
+    b.last_offset_delta = <int32_t>kc_get_be32(h + LAST_OFFSET_DELTA_OFFSET)
+    b.base_timestamp = <int64_t>kc_get_be64(h + BASE_TIMESTAMP_OFFSET)
+    b.max_timestamp = <int64_t>kc_get_be64(h + MAX_TIMESTAMP_OFFSET)
+    b.producer_id = <int64_t>kc_get_be64(h + PRODUCER_ID_OFFSET)
+    b.producer_epoch = <int16_t>kc_get_be16(h + PRODUCER_EPOCH_OFFSET)
+    b.base_sequence = <int32_t>kc_get_be32(h + BASE_SEQUENCE_OFFSET)
+    b.records_count = <int32_t>kc_get_be32(h + RECORDS_COUNT_OFFSET)
+    if b.batch_length < BATCH_LENGTH_MIN:
+        raise CorruptRecordError(
+            f"batch length {b.batch_length} is below the minimum {BATCH_LENGTH_MIN}", pos)
     if <Py_ssize_t>b.batch_length + LOG_OVERHEAD > remaining:
         raise CorruptRecordError(
             f"truncated batch: it declares {b.batch_length + LOG_OVERHEAD} bytes, "
             f"{remaining} are left", pos)
-    if b.magic != 2:
+    if b.magic != MAGIC:
         raise CorruptRecordError(f"unsupported record batch magic {b.magic} (only 2 is read)", pos)
     if b.base_offset < 0:
         raise CorruptRecordError(f"negative base offset {b.base_offset}", pos)
     if b.partition_leader_epoch < -1:
         raise CorruptRecordError(f"invalid partition leader epoch {b.partition_leader_epoch}", pos)
-    cdef int codec = b.attributes & 0x07
-    if codec > 4:
+    cdef int codec = b.attributes & COMPRESSION_CODEC_MASK
+    if codec > CODEC_MAX:
         raise CorruptRecordError(f"invalid compression codec id {codec}", pos)
     if b.records_count < 0:
         raise CorruptRecordError(f"negative records count {b.records_count}", pos)
@@ -247,8 +272,8 @@ cdef RecordBatch _read_header(const uint8_t *data, Py_ssize_t pos, Py_ssize_t to
 
 
 cdef int _check_crc(const uint8_t *data, RecordBatch b) except -1:
-    cdef const uint8_t *start = data + b.position + ATTRIBUTES_OFFSET
-    cdef size_t n = <size_t>(b.batch_length + LOG_OVERHEAD - ATTRIBUTES_OFFSET)
+    cdef const uint8_t *start = data + b.position + CRC_START_OFFSET
+    cdef size_t n = <size_t>(b.batch_length + LOG_OVERHEAD - CRC_START_OFFSET)
     cdef uint32_t actual
     if n >= <size_t>NOGIL_BYTES_MIN:
         with nogil:
@@ -542,17 +567,17 @@ cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssi
         if end - p >= NOGIL_BYTES_MIN:
             with nogil:
                 ok = _records_well_formed(data, p, end, b.records_count, b.last_offset_delta,
-                                          b.base_timestamp, (b.attributes & 0x08) != 0)
+                                          b.base_timestamp, (b.attributes & TIMESTAMP_TYPE_MASK) != 0)
         else:
             ok = _records_well_formed(data, p, end, b.records_count, b.last_offset_delta,
-                                      b.base_timestamp, (b.attributes & 0x08) != 0)
+                                      b.base_timestamp, (b.attributes & TIMESTAMP_TYPE_MASK) != 0)
         if ok:
             return None
     cdef int32_t count = b.records_count
     cdef int32_t last_delta = b.last_offset_delta
     cdef int64_t base_offset = b.base_offset
     cdef int64_t base_ts = b.base_timestamp
-    cdef bint log_append = (b.attributes & 0x08) != 0
+    cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_MASK) != 0
     cdef int64_t max_ts = b.max_timestamp
     cdef int32_t length, off_delta, klen, vlen, hcount
     cdef int32_t prev_delta = -1
@@ -650,7 +675,7 @@ cdef int _attach_records(RecordBatch b, object holder, const uint8_t *data, bint
     the Record list when `build`. `holder` keeps `data` alive for the records."""
     cdef Py_ssize_t start = b.position + HEADER_BYTES
     cdef Py_ssize_t end = b.position + LOG_OVERHEAD + b.batch_length
-    cdef int codec = b.attributes & 0x07
+    cdef int codec = b.attributes & COMPRESSION_CODEC_MASK
     cdef bytes plain
     if codec == CODEC_NONE:
         b._owner = holder
@@ -700,9 +725,9 @@ cdef int _check_crc_and_records(const uint8_t *data, RecordBatch b) except -1:
     `_walk_records`, which raises the exact error (or accepts it)."""
     cdef Py_ssize_t start = b.position + HEADER_BYTES
     cdef Py_ssize_t end = b.position + LOG_OVERHEAD + b.batch_length
-    cdef const uint8_t *crc_start = data + b.position + ATTRIBUTES_OFFSET
-    cdef size_t crc_bytes = <size_t>(end - b.position - ATTRIBUTES_OFFSET)
-    cdef bint log_append = (b.attributes & 0x08) != 0
+    cdef const uint8_t *crc_start = data + b.position + CRC_START_OFFSET
+    cdef size_t crc_bytes = <size_t>(end - b.position - CRC_START_OFFSET)
+    cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_MASK) != 0
     cdef uint32_t actual
     cdef bint ok
     if end - start >= NOGIL_BYTES_MIN:
@@ -728,7 +753,7 @@ cdef int _check_batch(const uint8_t *data, Py_ssize_t pos, Py_ssize_t total,
     copy its header fields to `out`. Exported to the other kernels through
     `_check_batch_capsule` (the twin of `kraftcore._py.records.check_batch`)."""
     cdef RecordBatch b = _read_header(data, pos, total)
-    if verify_records and (b.attributes & 0x07) == CODEC_NONE:
+    if verify_records and (b.attributes & COMPRESSION_CODEC_MASK) == CODEC_NONE:
         _check_crc_and_records(data, b)
     else:
         _check_crc(data, b)
@@ -906,12 +931,12 @@ def encode_batch(
     for name, column in (("keys", ks), ("headers", hs), ("timestamps", tss)):
         if column is not None and len(column) != count:
             raise ValueError(f"{name} has {len(column)} elements for {count} values")
-    _check_range("base_offset", base_offset, (0, INT64_MAX))
-    _check_range("leader_epoch", leader_epoch, (-0x80000000, 0x7FFFFFFF))
-    _check_range("producer_id", producer_id, (INT64_MIN, INT64_MAX))
-    _check_range("producer_epoch", producer_epoch, (-0x8000, 0x7FFF))
-    _check_range("base_sequence", base_sequence, (-0x80000000, 0x7FFFFFFF))
-    _check_range("timestamp", timestamp, (INT64_MIN, INT64_MAX))
+    check_int_range("base_offset", base_offset, (0, INT64_MAX))
+    check_int_range("leader_epoch", leader_epoch, (-0x80000000, 0x7FFFFFFF))
+    check_int_range("producer_id", producer_id, (INT64_MIN, INT64_MAX))
+    check_int_range("producer_epoch", producer_epoch, (-0x8000, 0x7FFF))
+    check_int_range("base_sequence", base_sequence, (-0x80000000, 0x7FFFFFFF))
+    check_int_range("timestamp", timestamp, (INT64_MIN, INT64_MAX))
     if count - 1 > INT32_MAX or base_offset + count - 1 > INT64_MAX:
         raise ValueError("too many records for one batch at this base offset")
     cdef int codec = compression_codec(compression)
@@ -1019,24 +1044,25 @@ def encode_batch(
 
     cdef uint16_t attributes = <uint16_t>codec
     if log_append_time:
-        attributes |= 0x08
+        attributes |= TIMESTAMP_TYPE_MASK
     if transactional:
-        attributes |= 0x10
+        attributes |= TRANSACTIONAL_MASK
     if control:
-        attributes |= 0x20
-    kc_put_be64(out, <uint64_t><int64_t>base_offset)
-    kc_put_be32(out + 8, <uint32_t>(HEADER_BYTES + total - LOG_OVERHEAD))
-    kc_put_be32(out + 12, <uint32_t><int32_t>leader_epoch)
-    out[16] = 2
-    kc_put_be16(out + 21, attributes)
-    kc_put_be32(out + 23, <uint32_t>(count - 1))
-    kc_put_be64(out + 27, <uint64_t>base_ts)
-    kc_put_be64(out + 35, <uint64_t>max_ts)
-    kc_put_be64(out + 43, <uint64_t><int64_t>producer_id)
-    kc_put_be16(out + 51, <uint16_t><int16_t>producer_epoch)
-    kc_put_be32(out + 53, <uint32_t><int32_t>base_sequence)
-    kc_put_be32(out + 57, <uint32_t>count)
-    kc_put_be32(out + 17, kc_crc32c_update(0xFFFFFFFF, out + ATTRIBUTES_OFFSET,
-                                           HEADER_BYTES + total - ATTRIBUTES_OFFSET) ^ 0xFFFFFFFF)
+        attributes |= CONTROL_MASK
+    kc_put_be64(out + BASE_OFFSET_OFFSET, <uint64_t><int64_t>base_offset)
+    kc_put_be32(out + BATCH_LENGTH_OFFSET, <uint32_t>(HEADER_BYTES + total - LOG_OVERHEAD))
+    kc_put_be32(out + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t><int32_t>leader_epoch)
+    out[MAGIC_OFFSET] = MAGIC
+    kc_put_be16(out + ATTRIBUTES_OFFSET, attributes)
+    kc_put_be32(out + LAST_OFFSET_DELTA_OFFSET, <uint32_t>(count - 1))
+    kc_put_be64(out + BASE_TIMESTAMP_OFFSET, <uint64_t>base_ts)
+    kc_put_be64(out + MAX_TIMESTAMP_OFFSET, <uint64_t>max_ts)
+    kc_put_be64(out + PRODUCER_ID_OFFSET, <uint64_t><int64_t>producer_id)
+    kc_put_be16(out + PRODUCER_EPOCH_OFFSET, <uint16_t><int16_t>producer_epoch)
+    kc_put_be32(out + BASE_SEQUENCE_OFFSET, <uint32_t><int32_t>base_sequence)
+    kc_put_be32(out + RECORDS_COUNT_OFFSET, <uint32_t>count)
+    kc_put_be32(out + CRC_OFFSET, kc_crc32c_update(CRC_INIT, out + CRC_START_OFFSET,
+                                                   HEADER_BYTES + total - CRC_START_OFFSET)
+                ^ CRC_INIT)
     return result
 

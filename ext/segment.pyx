@@ -12,21 +12,36 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t, INT64_MA
 from kc cimport (kc_batch_info, kc_check_batch_fn, KC_CHECK_BATCH_CAPSULE,
                  kc_put_be32, kc_put_be64, kc_get_be32, kc_get_be64)
 
+from kraftcore import kernel_api, layout
 from kraftcore._c import records as _records
-from kraftcore._py.segment import (ScanResult, NO_STAMP, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES,
-                                   RELATIVE_OFFSET_MAX, HEADER_BYTES_UP_TO_MAGIC, INT32_MIN,
-                                   INT32_MAX)
 from kraftcore.errors import CorruptRecordError, InvalidAppendError
+from kraftcore.kernel_api import ScanResult
 
 cdef kc_check_batch_fn check_batch = <kc_check_batch_fn>PyCapsule_GetPointer(
     _records._check_batch_capsule, KC_CHECK_BATCH_CAPSULE)
 
 _new_tuple = tuple.__new__
 
+# kraftcore.layout's numbers, read once, when the module loads.
+cdef Py_ssize_t BASE_OFFSET_OFFSET = layout.BASE_OFFSET_OFFSET
+cdef Py_ssize_t BATCH_LENGTH_OFFSET = layout.BATCH_LENGTH_OFFSET
+cdef Py_ssize_t PARTITION_LEADER_EPOCH_OFFSET = layout.PARTITION_LEADER_EPOCH_OFFSET
+cdef Py_ssize_t LAST_OFFSET_DELTA_OFFSET = layout.LAST_OFFSET_DELTA_OFFSET
+cdef Py_ssize_t LOG_OVERHEAD = layout.LOG_OVERHEAD_BYTES
+cdef int32_t BATCH_LENGTH_MIN = layout.BATCH_LENGTH_MIN
+cdef int32_t SIZE_FIELD_MIN = layout.SIZE_FIELD_MIN
+cdef Py_ssize_t HEADER_BYTES_UP_TO_MAGIC = layout.HEADER_BYTES_UP_TO_MAGIC
+cdef Py_ssize_t STAMPED_HEADER_BYTES = layout.STAMPED_HEADER_BYTES
+cdef Py_ssize_t OFFSET_ENTRY_BYTES = layout.OFFSET_INDEX_ENTRY_BYTES
+cdef Py_ssize_t TIME_ENTRY_BYTES = layout.TIME_INDEX_ENTRY_BYTES
+cdef int64_t RELATIVE_OFFSET_MAX = layout.RELATIVE_OFFSET_MAX
+cdef int64_t NO_STAMP = kernel_api.NO_STAMP
+cdef int64_t INT32_MIN = kernel_api.INT32_MIN
+cdef int64_t INT32_MAX = kernel_api.INT32_MAX
 cdef enum:
-    LOG_OVERHEAD = 12
-    HEADER_BYTES = 61
-    STAMPED_HEADER_BYTES = 16
+    SCRATCH_BYTES = 32  # room for the longest entry or stamped head a kernel here writes
+if max(STAMPED_HEADER_BYTES, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES) > SCRATCH_BYTES:
+    raise ImportError("kraftcore._c.segment: kraftcore.layout's entries outgrow its buffers")
 
 
 cdef int64_t _int64(object value) except? -1:
@@ -36,18 +51,20 @@ cdef int64_t _int64(object value) except? -1:
 
 
 cdef inline int _offset_entry(bytearray out, int64_t relative, int64_t position) except -1:
-    cdef uint8_t buf[8]
+    """Append a `.index` entry (`layout.OFFSET_INDEX_ENTRY_FORMAT`)."""
+    cdef uint8_t buf[SCRATCH_BYTES]
     kc_put_be32(buf, <uint32_t>relative)
     kc_put_be32(buf + 4, <uint32_t>position)
-    out.extend((<char *>buf)[:8])
+    out.extend((<char *>buf)[:OFFSET_ENTRY_BYTES])
     return 0
 
 
 cdef inline int _time_entry(bytearray out, int64_t timestamp, int64_t relative) except -1:
-    cdef uint8_t buf[12]
+    """Append a `.timeindex` entry (`layout.TIME_INDEX_ENTRY_FORMAT`)."""
+    cdef uint8_t buf[SCRATCH_BYTES]
     kc_put_be64(buf, <uint64_t>timestamp)
     kc_put_be32(buf + 8, <uint32_t>relative)
-    out.extend((<char *>buf)[:12])
+    out.extend((<char *>buf)[:TIME_ENTRY_BYTES])
     return 0
 
 
@@ -99,9 +116,10 @@ def scan_batches(buffer, int64_t segment_base_offset, int64_t position_base=0,
                     if stamp_epoch != NO_STAMP:
                         epoch = stamp_epoch
                     if stamp_in_place:
-                        kc_put_be64(data + pos, <uint64_t>base_offset)
+                        kc_put_be64(data + pos + BASE_OFFSET_OFFSET, <uint64_t>base_offset)
                         if stamp_epoch != NO_STAMP:
-                            kc_put_be32(data + pos + 12, <uint32_t><int32_t>epoch)
+                            kc_put_be32(data + pos + PARTITION_LEADER_EPOCH_OFFSET,
+                                        <uint32_t><int32_t>epoch)
                 last_offset = base_offset + info.last_offset_delta
                 if expected_offset >= 0 and base_offset != previous_next:
                     raise InvalidAppendError(
@@ -193,7 +211,7 @@ cdef class SegmentState:
         cdef int64_t size, last_offset, max_ts, offset_of_max_ts, last_index_ts, since_index
         cdef int64_t offset, epoch, interval, limit
         cdef Py_ssize_t index_bytes, time_index_bytes
-        cdef uint8_t header[STAMPED_HEADER_BYTES]
+        cdef uint8_t header[SCRATCH_BYTES]
         self._undo_ready = False
         offset = _int64(assign_offset)
         epoch = _int64(stamp_epoch)
@@ -228,9 +246,9 @@ cdef class SegmentState:
                 <uint64_t>(RELATIVE_OFFSET_MAX - <int64_t>info.last_offset_delta):
             return None
         last_offset = offset + info.last_offset_delta
-        kc_put_be64(header, <uint64_t>offset)
-        kc_put_be32(header + 8, <uint32_t>info.batch_length)
-        kc_put_be32(header + 12, <uint32_t><int32_t>epoch)
+        kc_put_be64(header + BASE_OFFSET_OFFSET, <uint64_t>offset)
+        kc_put_be32(header + BATCH_LENGTH_OFFSET, <uint32_t>info.batch_length)
+        kc_put_be32(header + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t><int32_t>epoch)
         result = (<char *>header)[:STAMPED_HEADER_BYTES]
         # Work out the new state, then change the indexes (which may fail: taken back
         # whole) and only then the numbers.
@@ -302,16 +320,18 @@ def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t ma
                 if pos == total:
                     return start, (start if end < 0 else end), -1, 0
                 return start, (start if end < 0 else end), pos, 0
-            base_offset = <int64_t>kc_get_be64(data + pos)
-            length = <int32_t>kc_get_be32(data + pos + 8)
-            if length < 14:
-                raise CorruptRecordError(f"batch size {length} is below the minimum 14", pos)
+            base_offset = <int64_t>kc_get_be64(data + pos + BASE_OFFSET_OFFSET)
+            length = <int32_t>kc_get_be32(data + pos + BATCH_LENGTH_OFFSET)
+            if length < SIZE_FIELD_MIN:
+                raise CorruptRecordError(
+                    f"batch size {length} is below the minimum {SIZE_FIELD_MIN}", pos)
             size = LOG_OVERHEAD + <Py_ssize_t>length
             if size > total - pos:
                 return start, (start if end < 0 else end), pos, size
-            if length < HEADER_BYTES - LOG_OVERHEAD:
-                raise CorruptRecordError(f"batch length {length} is below the minimum 49", pos)
-            last_offset = base_offset + <int32_t>kc_get_be32(data + pos + 23)
+            if length < BATCH_LENGTH_MIN:
+                raise CorruptRecordError(
+                    f"batch length {length} is below the minimum {BATCH_LENGTH_MIN}", pos)
+            last_offset = base_offset + <int32_t>kc_get_be32(data + pos + LAST_OFFSET_DELTA_OFFSET)
             if start < 0:
                 if last_offset >= target_offset:
                     if last_offset >= end_offset:
@@ -366,8 +386,8 @@ def check_offset_index(index, int64_t log_bytes, int64_t relative_offset_max):
         if n % OFFSET_ENTRY_BYTES:
             return f"length {n} is not a multiple of {OFFSET_ENTRY_BYTES}"
         for slot in range(n // OFFSET_ENTRY_BYTES):
-            offset = <int32_t>kc_get_be32(data + slot * 8)
-            position = <int32_t>kc_get_be32(data + slot * 8 + 4)
+            offset = <int32_t>kc_get_be32(data + slot * OFFSET_ENTRY_BYTES)
+            position = <int32_t>kc_get_be32(data + slot * OFFSET_ENTRY_BYTES + 4)
             if offset <= previous_offset or position <= previous_position:
                 return f"entry {slot} ({offset}, {position}) does not increase"
             if offset > relative_offset_max or position >= log_bytes:
@@ -391,8 +411,8 @@ def check_time_index(index, int64_t relative_offset_max):
         if n % TIME_ENTRY_BYTES:
             return f"length {n} is not a multiple of {TIME_ENTRY_BYTES}"
         for slot in range(n // TIME_ENTRY_BYTES):
-            timestamp = <int64_t>kc_get_be64(data + slot * 12)
-            offset = <int32_t>kc_get_be32(data + slot * 12 + 8)
+            timestamp = <int64_t>kc_get_be64(data + slot * TIME_ENTRY_BYTES)
+            offset = <int32_t>kc_get_be32(data + slot * TIME_ENTRY_BYTES + 8)
             if timestamp <= previous_ts or offset < previous_offset:
                 return f"entry {slot} ({timestamp}, {offset}) does not increase"
             if offset > relative_offset_max:

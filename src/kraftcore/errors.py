@@ -210,6 +210,27 @@ class MetadataError(KraftcoreError):
     log or snapshot holding it is inconsistent: stop replaying and report it."""
 
 
+class MetadataLoadError(KraftcoreError):
+    """A metadata image cannot be loaded from a snapshot file or a metadata log directory
+    (`kraftcore.metadata.directory`): the file or directory is missing or unreadable, is
+    not a snapshot or a metadata log, or its records are missing or do not replay. The
+    message is one line naming the file and what to give instead."""
+
+
+class AdminError(KraftcoreError):
+    """An admin operation (`kraftcore.admin.client.AdminClient`) failed: the controller
+    refused it (the message names the Kafka error, e.g. TOPIC_ALREADY_EXISTS (36), and the
+    topic or resource), or no controller would take it (the quorum is electing a leader:
+    retry shortly; or the bootstrap controller does not know the others' addresses:
+    bootstrap at another controller)."""
+
+
+class ClusterError(KraftcoreError):
+    """A local cluster (`kraftcore.runtime.local_cluster`, `kraftcore cluster up | down`)
+    could not be started or stopped; the message says why and what to do (another --dir,
+    the node.log files to read)."""
+
+
 # ------------------------------------------------------------------------------ network
 # The errors of `kraftcore.net`. A request that meets one of them got no response; whether
 # the peer acted on it is unknown unless the error says it was never sent. (ListenError is

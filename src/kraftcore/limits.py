@@ -6,8 +6,6 @@ exhausting memory or time. Changing one is a deliberate act: tests refer to thes
 
 # Record batch v2 (kafka-facts §2): batchLength is an int32, so a batch is at most this big.
 RECORD_BATCH_BYTES_MAX = 0x7FFFFFFF
-# The smallest legal batch: the 61-byte header with no records.
-RECORD_BATCH_OVERHEAD_BYTES = 61
 # A record holds at least length, attributes, timestampDelta, offsetDelta, keyLength,
 # valueLength and headersCount: seven one-byte fields. Used to reject lying record counts
 # before anything is allocated for them.

@@ -14,6 +14,8 @@ import pytest
 
 from kraftcore.cli import metadata_shell as ms
 from kraftcore.cli.main import main
+from kraftcore.layout import METADATA_PARTITION_DIR
+from kraftcore.metadata.directory import load_directory, load_snapshot_file
 from kraftcore.controller.replication import NewTopic
 from kraftcore.runtime.raft_storage import FileRaftStorage
 from kraftcore.metadata import records as R
@@ -100,7 +102,7 @@ def snapshot_name(image):
 def write_dir(root, history, *, snapshot=True, segment_bytes=600):
     """A node's log dir: `root/__cluster_metadata-0` with the whole log (several segments)
     and a snapshot at `history.cut`; returns the __cluster_metadata-0 path."""
-    path = os.path.join(str(root), ms.METADATA_DIR)
+    path = os.path.join(str(root), METADATA_PARTITION_DIR)
     storage = FileRaftStorage.open(path, segment_bytes=segment_bytes)
     try:
         for batch in history.batches:
@@ -144,18 +146,18 @@ def lines(text):
 
 
 def test_snapshot_mode_loads_the_whole_image(history, snapshot_file):
-    loaded = ms.load_snapshot_file(snapshot_file)
+    loaded = load_snapshot_file(snapshot_file)
     assert loaded.image == history.image
     assert loaded.snapshot == os.path.abspath(snapshot_file)
     assert loaded.log_batches == 0 and loaded.warnings == []
 
 
 def test_dir_mode_replays_the_log_after_the_newest_snapshot(history, log_root):
-    metadata_dir = os.path.join(log_root, ms.METADATA_DIR)
+    metadata_dir = os.path.join(log_root, METADATA_PARTITION_DIR)
     segments = [n for n in os.listdir(metadata_dir) if n.endswith(".log")]
     assert len(segments) > 1  # the scan crosses segment files
     for path in (log_root, metadata_dir):  # the log dir, or __cluster_metadata-0 itself
-        loaded = ms.load_directory(path)
+        loaded = load_directory(path)
         assert loaded.warnings == []
         assert loaded.image == history.image
         assert os.path.basename(loaded.snapshot) == snapshot_name(history.cut_image)
@@ -168,24 +170,24 @@ def test_dir_mode_takes_the_newest_of_several_snapshots(history, tmp_path):
     older = history.replay(history.batches[:3])
     with open(os.path.join(path, snapshot_name(older)), "wb") as f:
         f.write(encode_snapshot(older))
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     assert os.path.basename(loaded.snapshot) == snapshot_name(history.cut_image)
     assert loaded.image == history.image
 
 
 def test_dir_mode_without_a_snapshot_replays_the_whole_log(history, tmp_path):
     path = write_dir(tmp_path, history, snapshot=False)
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     assert loaded.snapshot is None
     assert loaded.log_batches == len(history.batches)
     assert loaded.image == history.image
 
 
 def test_dir_mode_with_only_a_snapshot(history, tmp_path):
-    path = tmp_path / ms.METADATA_DIR
+    path = tmp_path / METADATA_PARTITION_DIR
     path.mkdir()
     (path / snapshot_name(history.cut_image)).write_bytes(encode_snapshot(history.cut_image))
-    loaded = ms.load_directory(str(tmp_path))
+    loaded = load_directory(str(tmp_path))
     assert loaded.image == history.cut_image and loaded.log_batches == 0
 
 
@@ -196,7 +198,7 @@ def test_a_torn_log_tail_is_left_out_with_a_warning(history, tmp_path, capsys):
     size = os.path.getsize(segment)
     with open(segment, "r+b") as f:
         f.truncate(size - 7)  # the last batch is cut short
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     assert loaded.image == history.replay(history.batches[:-1])
     (warning,) = loaded.warnings
     assert f"from offset {last.base_offset} on are left out" in warning
@@ -216,7 +218,7 @@ def test_a_crc_error_inside_the_log_stops_the_replay_there(history, tmp_path):
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     expected = history.replay([b for b in history.batches if b.base_offset < target.base_offset])
     assert loaded.image == expected
     assert len(loaded.warnings) == 1 and f"at byte {position}" in loaded.warnings[0]
@@ -230,7 +232,7 @@ def test_a_log_older_than_the_snapshot_is_left_out(history, tmp_path):
     name = f"{image.end_offset:020d}-{99:010d}.checkpoint"
     with open(os.path.join(path, name), "wb") as f:
         f.write(encode_snapshot(image))
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     assert loaded.image.same_state(image) and loaded.image.epoch == 99
     assert loaded.log_batches == 0
     assert len(loaded.warnings) == 1 and "older than the snapshot's epoch 99" in \
@@ -241,7 +243,7 @@ def test_preallocated_zeros_after_the_log_end_are_not_damage(history, tmp_path):
     path = write_dir(tmp_path, history, segment_bytes=1024 * 1024)
     with open(os.path.join(path, "00000000000000000000.log"), "ab") as f:
         f.write(bytes(4096))
-    loaded = ms.load_directory(path)
+    loaded = load_directory(path)
     assert loaded.warnings == [] and loaded.image == history.image
 
 
@@ -346,7 +348,7 @@ def test_dir_mode_shows_changes_made_after_the_snapshot(history, capsys, log_roo
     replayed = sum(1 for b in history.batches if b.base_offset >= history.cut)
     assert lines(out) == ["true", "audit", str(replayed)]
     # ... which the snapshot alone does not hold
-    snapshot = os.path.join(log_root, ms.METADATA_DIR, snapshot_name(history.cut_image))
+    snapshot = os.path.join(log_root, METADATA_PARTITION_DIR, snapshot_name(history.cut_image))
     code, out, err = shell(capsys, "--snapshot", snapshot, "cat",
                            "/image/cluster/brokers/3/fenced", "/image/topics/byName/audit")
     assert code == 1
@@ -477,7 +479,7 @@ def test_help_unknown_commands_and_bad_quoting(monkeypatch, capsys, snapshot_fil
 
 
 def test_interactive_loop_prompts_and_completes(history, snapshot_file):
-    loaded = ms.load_snapshot_file(snapshot_file)
+    loaded = load_snapshot_file(snapshot_file)
     out, err = io.StringIO(), io.StringIO()
     shell = ms.MetadataShell(ms.build_tree(loaded), out=out, err=err,
                              stdin=io.StringIO("cd /image/topics\nls\ncat nope\nexit\n"),
@@ -528,7 +530,7 @@ def test_startup_errors_are_one_line_and_exit_2(history, tmp_path, capsys):
         (["--snapshot", str(cut_file)], "is corrupt", ""),
         (["--dir", str(tmp_path / "missing")], "cannot read", "No such file or directory"),
         (["--dir", str(log_file)], "is not a directory; use --snapshot", ""),
-        (["--dir", str(empty_dir)], "holds no metadata log", ms.METADATA_DIR),
+        (["--dir", str(empty_dir)], "holds no metadata log", METADATA_PARTITION_DIR),
     ]
     for argv, want, also in cases:
         code, out, err = shell(capsys, *argv, "ls")
@@ -567,7 +569,7 @@ def test_dir_errors_name_the_problem(history, tmp_path, capsys):
     assert code == 2
     assert f"no batch at offset {history.cut}" in err and len(lines(err)) == 1
     # a directory with a __cluster_metadata-0 that is empty
-    d = tmp_path / "d" / ms.METADATA_DIR
+    d = tmp_path / "d" / METADATA_PARTITION_DIR
     d.mkdir(parents=True)
     code, _, err = shell(capsys, "--dir", str(tmp_path / "d"), "ls")
     assert code == 2 and "holds no metadata log: no .log segment" in err
@@ -620,7 +622,7 @@ def test_the_shell_is_read_only(history, tmp_path):
     root = tmp_path / "node"
     path = write_dir(root, history)
     before = {n: os.stat(os.path.join(path, n)).st_mtime_ns for n in os.listdir(path)}
-    assert ms.load_directory(str(root)).image == history.image
+    assert load_directory(str(root)).image == history.image
     after = {n: os.stat(os.path.join(path, n)).st_mtime_ns for n in os.listdir(path)}
     assert after == before
 

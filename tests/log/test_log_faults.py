@@ -593,8 +593,9 @@ def test_a_sync_that_fails_while_a_close_or_roll_waits_is_not_counted_durable(
     assert log.recovery_point == durable
     log.close()
     assert not os.path.exists(path / MARKER)
+    from kraftcore import layout
     from kraftcore.log import checkpoint
-    written = checkpoint.read_offset(str(path), checkpoint.RECOVERY_POINT)
+    written = checkpoint.read_offset(str(path), layout.RECOVERY_POINT_CHECKPOINT)
     assert written is None or written <= durable
 
 
@@ -621,6 +622,7 @@ def test_close_does_not_wait_forever_for_an_interval_flush(tmp_path, monkeypatch
 
 def test_a_log_start_whose_checkpoint_fails_is_not_taken_and_a_retry_works(tmp_path,
                                                                           monkeypatch):
+    from kraftcore import layout
     from kraftcore.log import checkpoint
 
     path = tmp_path / "start-0"
@@ -632,7 +634,7 @@ def test_a_log_start_whose_checkpoint_fails_is_not_taken_and_a_retry_works(tmp_p
     real = checkpoint.write_offset
 
     def full_disk(directory, name, offset):
-        if name == checkpoint.LOG_START_OFFSET:
+        if name == layout.LOG_START_OFFSET_CHECKPOINT:
             raise OSError(errno.ENOSPC, "No space left on device")
         real(directory, name, offset)
 
@@ -643,5 +645,5 @@ def test_a_log_start_whose_checkpoint_fails_is_not_taken_and_a_retry_works(tmp_p
     monkeypatch.setattr(checkpoint, "write_offset", real)
     assert log.advance_log_start_offset(100) is True
     assert log.log_start_offset == 100 and len(os.listdir(path)) < segments
-    assert checkpoint.read_offset(str(path), checkpoint.LOG_START_OFFSET) == 100
+    assert checkpoint.read_offset(str(path), layout.LOG_START_OFFSET_CHECKPOINT) == 100
     log.close()

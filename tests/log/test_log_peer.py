@@ -11,7 +11,7 @@ import pytest
 
 from kraftcore import codec
 from kraftcore.log import Log
-from kraftcore.log import segment as segment_module
+from kraftcore import layout
 
 memory_records = pytest.importorskip("kafka.record.memory_records")
 
@@ -111,8 +111,8 @@ def test_segment_file_names_are_kafkas(reference_log):
     path, appended = reference_log
     # the reference vector, and kraftcore's naming function agreeing with it
     assert f"{1234:020d}.log" == "00000000000000001234.log"
-    assert segment_module.file_prefix(1234) + ".log" == "00000000000000001234.log"
-    assert segment_module.parse_prefix("00000000000000001234.log") == 1234
+    assert layout.file_prefix(1234) + ".log" == "00000000000000001234.log"
+    assert layout.parse_prefix("00000000000000001234.log") == 1234
     log_names = segment_names(path, ".log")
     bases = [int(name[:-4]) for name in log_names]
     assert bases[0] == 0 and len(bases) >= 3
@@ -121,7 +121,7 @@ def test_segment_file_names_are_kafkas(reference_log):
     assert segment_files == {f"{base:020d}{suffix}" for base in bases
                              for suffix in (".log", ".index", ".timeindex")}
     for base in bases:
-        assert f"{base:020d}" == segment_module.file_prefix(base)
+        assert f"{base:020d}" == layout.file_prefix(base)
     assert set(os.listdir(path)) - segment_files == {
         ".kafka_cleanshutdown", ".lock", "leader-epoch-checkpoint",
         "recovery-point-offset-checkpoint", "replication-offset-checkpoint",
@@ -258,8 +258,8 @@ def test_index_entry_reference_vectors(tmp_path):
     assert OFFSET_ENTRY.pack(5, 4096) == bytes.fromhex("0000000500001000")
     assert TIME_ENTRY.pack(1_700_000_000_000, 5) == bytes.fromhex("0000018bcfe5680000000005")
     # kraftcore packs entries the same way
-    assert segment_module._OFFSET_ENTRY.pack(5, 4096) == bytes.fromhex("0000000500001000")
-    assert segment_module._TIME_ENTRY.pack(1_700_000_000_000, 5) == bytes.fromhex(
+    assert layout.OFFSET_INDEX_ENTRY.pack(5, 4096) == bytes.fromhex("0000000500001000")
+    assert layout.TIME_INDEX_ENTRY.pack(1_700_000_000_000, 5) == bytes.fromhex(
         "0000018bcfe5680000000005")
 
     # End to end: offsets 0-4 in a batch of exactly 4096 bytes, then offset 5 at position

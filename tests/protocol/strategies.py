@@ -7,7 +7,7 @@ must preserve.
 
 from hypothesis import strategies as st
 
-from kraftcore._py import protocol as K
+from kraftcore import kernel_api as K
 from kraftcore.protocol.schema import in_range
 from kraftcore.types import Uuid
 

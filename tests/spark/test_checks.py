@@ -355,17 +355,23 @@ def test_replay_names_a_snapshot_inside_a_batch_and_a_corrupt_log(tmp_path, hist
 
 def test_the_log_ends_at_the_zeros_a_running_node_wrote_ahead_of_its_data(tmp_path, history):
     """A node killed while running leaves its active segment with zeros after the data
-    (prefilled space): the log ends there, as the node's recovery decides; zeros in an
-    older segment are still damage."""
+    (prefilled space): the log ends there, as the node's recovery decides. Recovery trims
+    such zeros in any segment, so a next segment starting where the data ends follows it;
+    one starting elsewhere is a gap."""
     log_dir, _ = _node(tmp_path, history, history.cuts[:1])
     segment = os.path.join(log_dir, "00000000000000000000.log")
     with open(segment, "ab") as f:
         f.write(bytes(256 * 1024))
     batches = list(iter_log_batches(log_dir))
     assert [b.data for b in batches] == [b.data for b in history.batches]
-    with open(os.path.join(log_dir, f"{batches[-1].last_offset + 1:020d}.log"), "wb"):
-        pass  # a next segment: the zeros are no longer at the end of the log
-    with pytest.raises(LogProblem, match="declares 0 bytes") as raised:
+    end = batches[-1].last_offset + 1
+    with open(os.path.join(log_dir, f"{end:020d}.log"), "wb"):
+        pass  # a next segment where the data ends: the zeros are trimmed space
+    assert [b.data for b in iter_log_batches(log_dir)] == [b.data for b in history.batches]
+    os.rename(os.path.join(log_dir, f"{end:020d}.log"),
+              os.path.join(log_dir, f"{end + 5:020d}.log"))
+    with pytest.raises(LogProblem, match=f"offsets \\[{end}, {end + 5}\\) are missing") \
+            as raised:
         list(iter_log_batches(log_dir))
     assert raised.value.segment == segment
 

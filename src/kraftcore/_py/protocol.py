@@ -31,28 +31,11 @@ Decode errors raise `ProtocolError` with the byte position; encode errors raise
 import struct
 
 from kraftcore.errors import EncodeError, ProtocolError
+from kraftcore.kernel_api import (
+    ABSENT, ARRAY, ARRAY_STRUCT, BOOL, BYTES, COMPACT, EMPTY_ELEMENTS_MAX, FLOAT64,
+    FRAME_FIELD_MAX, FRAME_VERSION, FRESH, IGNORABLE, INT8, INT16, INT32, INT64, NULLABLE,
+    STRING, STRUCT, UINT16, UINT32, UUID, checked_unknown_tags)
 from kraftcore.types import Uuid
-
-BOOL, INT8, INT16, INT32, INT64, UINT16, UINT32, FLOAT64, UUID, STRING, BYTES, RECORDS = range(12)
-STRUCT, ARRAY, ARRAY_STRUCT = 12, 13, 14
-KINDS = {
-    "bool": BOOL, "int8": INT8, "int16": INT16, "int32": INT32, "int64": INT64,
-    "uint16": UINT16, "uint32": UINT32, "float64": FLOAT64, "uuid": UUID, "string": STRING,
-    "bytes": BYTES, "records": RECORDS, "struct": STRUCT, "array": ARRAY,
-    "array_struct": ARRAY_STRUCT,
-}
-
-NULLABLE, COMPACT, ABSENT, IGNORABLE, FRESH = 1, 2, 4, 8, 16
-FLAGS = {"nullable": NULLABLE, "compact": COMPACT, "absent": ABSENT, "ignorable": IGNORABLE,
-         "fresh": FRESH}
-
-# The metadata-record frame (kafka-facts §5.1).
-FRAME_VERSION = 1
-# Record-type and version numbers in a frame must fit an int16.
-FRAME_FIELD_MAX = 0x7FFF
-# Elements of an array whose element can take zero bytes: the count cannot be checked
-# against the remaining input, so it is capped.
-EMPTY_ELEMENTS_MAX = 1 << 16
 
 _FIXED = {
     INT8: struct.Struct(">b"), INT16: struct.Struct(">h"), INT32: struct.Struct(">i"),
@@ -420,7 +403,7 @@ def _write_struct(out, prog, obj):
     unknown = obj._unknown_tags
     if unknown:
         known = {tag for tag, _ in fields}
-        fields.extend((tag, data) for tag, data in _checked_unknown(unknown, prog[5])
+        fields.extend((tag, data) for tag, data in checked_unknown_tags(unknown, prog[5])
                       if tag not in prog[3] and tag not in known)
         fields.sort(key=lambda item: item[0])
     _uvarint(out, len(fields))
@@ -428,23 +411,6 @@ def _write_struct(out, prog, obj):
         _uvarint(out, tag)
         _uvarint(out, len(data))
         out += data
-
-
-def _checked_unknown(unknown, name):
-    """Kept unknown tagged fields as (tag, bytes) pairs; anything else is an EncodeError."""
-    checked = []
-    for item in unknown:
-        try:
-            tag, data = item
-        except (TypeError, ValueError):
-            raise EncodeError(f"{name}._unknown_tags holds {item!r}, not a (tag, bytes) pair") from None
-        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= 0x7FFFFFFF:
-            raise EncodeError(f"{name}._unknown_tags has a bad tag {tag!r}")
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise EncodeError(f"{name}._unknown_tags[{tag}] must hold bytes, not "
-                              f"{type(data).__name__}")
-        checked.append((tag, bytes(data)))
-    return checked
 
 
 def encode_struct(prog, obj):

@@ -1,16 +1,9 @@
 """Kafka record batch v2 ("magic 2"): encode, decode and validate (kafka-facts §2).
 
-Layout of a batch (big-endian; offsets chained from one field to the next):
-
-    0  baseOffset int64           8  batchLength int32 (bytes after this field)
-    12 partitionLeaderEpoch int32 16 magic int8 (= 2)
-    17 crc uint32: CRC-32C of bytes 21..end, so offsets and the leader epoch can be
-       restamped without recomputing it
-    21 attributes int16           23 lastOffsetDelta int32
-    27 baseTimestamp int64        35 maxTimestamp int64
-    43 producerId int64           51 producerEpoch int16
-    53 baseSequence int32         57 recordsCount int32
-    61 records, or one LZ4 frame holding them all when the codec bits say lz4
+The batch header's layout (field offsets, attribute bits) is `kraftcore.layout`'s. The CRC
+covers the attributes to the end, so offsets and the leader epoch can be restamped without
+recomputing it; the records follow the header, or one LZ4 frame holding them all when the
+codec bits say lz4.
 
 A record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
 keyLength varint (-1 = null), key, valueLength varint (-1 = null), value, headersCount
@@ -27,110 +20,22 @@ must behave the same on every input.
 
 import struct
 
-import lz4.frame
-
 from kraftcore import limits
 from kraftcore._py.crc32c import crc32c
 from kraftcore._py.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+from kraftcore.compression import compression_codec, lz4_compress, lz4_decompress
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
-
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_BYTES = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # the CRC covers attributes..end
-MAGIC = 2
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-CODEC_NONE = 0
-CODEC_GZIP = 1
-CODEC_SNAPPY = 2
-CODEC_LZ4 = 3
-CODEC_ZSTD = 4
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
+from kraftcore.kernel_api import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int_range
+from kraftcore.layout import (BATCH_HEADER, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, CODEC_LZ4,
+                              CODEC_NAMES, CODEC_NONE, COMPRESSION_CODEC_MASK, CONTROL_MASK,
+                              CRC_OFFSET, CRC_START_OFFSET, DELETE_HORIZON_MASK,
+                              LOG_OVERHEAD_BYTES, MAGIC, TIMESTAMP_TYPE_MASK,
+                              TRANSACTIONAL_MASK)
 
 _INT16 = (-0x8000, 0x7FFF)
-_INT32 = (-0x80000000, 0x7FFFFFFF)
-_INT64 = (-0x8000000000000000, 0x7FFFFFFFFFFFFFFF)
+_INT32 = (INT32_MIN, INT32_MAX)
+_INT64 = (INT64_MIN, INT64_MAX)
 _NO_HEADERS = ()
-
-
-def compression_codec(compression):
-    """Map a `compression=` argument (None, a name or a codec id) to the codec id to write.
-
-    Raises UnsupportedCompressionError for a known codec kraftcore does not write, and
-    ValueError for something that is not a codec at all."""
-    if compression is None:
-        return CODEC_NONE
-    if isinstance(compression, str):
-        codec = _CODEC_IDS.get(compression.lower())
-        if codec is None:
-            raise ValueError(f"unknown compression {compression!r}; use None or 'lz4'")
-    elif isinstance(compression, int) and not isinstance(compression, bool):
-        if compression not in CODEC_NAMES:
-            raise ValueError(f"unknown compression codec id {compression}; use 0 or 3")
-        codec = compression
-    else:
-        raise TypeError(f"compression must be None, a codec name or id, not {compression!r}")
-    if codec not in (CODEC_NONE, CODEC_LZ4):
-        raise UnsupportedCompressionError(CODEC_NAMES[codec])
-    return codec
-
-
-def lz4_compress(data):
-    """An LZ4 frame as Kafka writes it: 64 KiB independent blocks, no checksums, no size."""
-    return lz4.frame.compress(
-        data,
-        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-        block_linked=False,
-        content_checksum=False,
-        block_checksum=False,
-        store_size=False,
-    )
-
-
-def lz4_decompress(data, position):
-    """Decompress one LZ4 frame holding a batch's records, refusing more than the limit.
-
-    Output is requested in growing pieces (from 8x the input) rather than with one
-    limit-sized request, which would make the library allocate the whole limit each time."""
-    decompressor = lz4.frame.LZ4FrameDecompressor()
-    limit = limits.DECOMPRESSED_BATCH_BYTES_MAX
-    request = max(64 * 1024, 8 * len(data))
-    pieces = []
-    produced = 0
-    try:
-        piece = decompressor.decompress(data, max_length=min(request, limit + 1))
-        while True:
-            pieces.append(piece)
-            produced += len(piece)
-            if produced > limit:
-                raise CorruptRecordError(
-                    f"lz4 batch decompresses to more than {limit} bytes", position
-                )
-            if decompressor.eof or decompressor.needs_input:
-                break
-            request *= 2
-            piece = decompressor.decompress(b"", max_length=min(request, limit + 1 - produced))
-    except RuntimeError as exc:
-        raise CorruptRecordError(f"bad lz4 frame in batch: {exc}", position) from None
-    if not decompressor.eof or decompressor.unused_data:
-        raise CorruptRecordError("lz4 frame in batch is truncated or followed by junk", position)
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-
-def _check_range(name, value, bounds):
-    low, high = bounds
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} out of range [{low}, {high}]: {value}")
 
 
 def _bytes_or_none(name, index, obj):
@@ -198,7 +103,7 @@ class RecordBatch:
 
     @property
     def size_bytes(self):
-        return LOG_OVERHEAD + self.batch_length
+        return LOG_OVERHEAD_BYTES + self.batch_length
 
     @property
     def last_offset(self):
@@ -211,7 +116,7 @@ class RecordBatch:
     @property
     def compression(self):
         """The codec id (0 none, 3 lz4)."""
-        return self.attributes & COMPRESSION_MASK
+        return self.attributes & COMPRESSION_CODEC_MASK
 
     @property
     def timestamp_type(self):
@@ -286,12 +191,12 @@ def encode_batch(
     for name, column in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
         if column is not None and len(column) != count:
             raise ValueError(f"{name} has {len(column)} elements for {count} values")
-    _check_range("base_offset", base_offset, (0, _INT64[1]))
-    _check_range("leader_epoch", leader_epoch, _INT32)
-    _check_range("producer_id", producer_id, _INT64)
-    _check_range("producer_epoch", producer_epoch, _INT16)
-    _check_range("base_sequence", base_sequence, _INT32)
-    _check_range("timestamp", timestamp, _INT64)
+    check_int_range("base_offset", base_offset, (0, _INT64[1]))
+    check_int_range("leader_epoch", leader_epoch, _INT32)
+    check_int_range("producer_id", producer_id, _INT64)
+    check_int_range("producer_epoch", producer_epoch, _INT16)
+    check_int_range("base_sequence", base_sequence, _INT32)
+    check_int_range("timestamp", timestamp, _INT64)
     if count - 1 > _INT32[1] or base_offset + count - 1 > _INT64[1]:
         raise ValueError("too many records for one batch at this base offset")
     codec = compression_codec(compression)
@@ -300,7 +205,7 @@ def encode_batch(
         base_timestamp = max_timestamp = timestamp
     else:
         for i, ts in enumerate(timestamps):
-            _check_range(f"timestamps[{i}]", ts, _INT64)
+            check_int_range(f"timestamps[{i}]", ts, _INT64)
         base_timestamp = timestamps[0]
         max_timestamp = max(timestamps)
 
@@ -333,7 +238,7 @@ def encode_batch(
 
     if codec == CODEC_LZ4:
         body = lz4_compress(bytes(body))
-    total = HEADER_BYTES + len(body)
+    total = BATCH_HEADER_BYTES + len(body)
     if total > limits.RECORD_BATCH_BYTES_MAX:
         raise ValueError(f"the batch would be {total} bytes, above the int32 limit")
     attributes = codec
@@ -344,9 +249,9 @@ def encode_batch(
     if control:
         attributes |= CONTROL_MASK
     out = bytearray(
-        HEADER.pack(
+        BATCH_HEADER.pack(
             base_offset,
-            total - LOG_OVERHEAD,
+            total - LOG_OVERHEAD_BYTES,
             leader_epoch,
             MAGIC,
             0,
@@ -361,24 +266,26 @@ def encode_batch(
         )
     )
     out += body
-    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START_OFFSET:]))
     return bytes(out)
 
 
 def _read_header(view, pos):
     """Check the framing of the batch at `pos` and return its unpacked header."""
     remaining = len(view) - pos
-    if remaining < HEADER_BYTES:
+    if remaining < BATCH_HEADER_BYTES:
         raise CorruptRecordError(
-            f"truncated batch: {remaining} bytes left, a batch header needs {HEADER_BYTES}", pos
+            f"truncated batch: {remaining} bytes left, a batch header needs "
+            f"{BATCH_HEADER_BYTES}", pos
         )
-    fields = HEADER.unpack_from(view, pos)
+    fields = BATCH_HEADER.unpack_from(view, pos)
     base_offset, batch_length, leader_epoch, magic = fields[:4]
-    if batch_length < HEADER_BYTES - LOG_OVERHEAD:
-        raise CorruptRecordError(f"batch length {batch_length} is below the minimum 49", pos)
-    if batch_length + LOG_OVERHEAD > remaining:
+    if batch_length < BATCH_LENGTH_MIN:
         raise CorruptRecordError(
-            f"truncated batch: it declares {batch_length + LOG_OVERHEAD} bytes, "
+            f"batch length {batch_length} is below the minimum {BATCH_LENGTH_MIN}", pos)
+    if batch_length + LOG_OVERHEAD_BYTES > remaining:
+        raise CorruptRecordError(
+            f"truncated batch: it declares {batch_length + LOG_OVERHEAD_BYTES} bytes, "
             f"{remaining} are left",
             pos,
         )
@@ -389,7 +296,7 @@ def _read_header(view, pos):
     if leader_epoch < -1:
         raise CorruptRecordError(f"invalid partition leader epoch {leader_epoch}", pos)
     attributes, last_offset_delta, records_count = fields[5], fields[6], fields[12]
-    codec = attributes & COMPRESSION_MASK
+    codec = attributes & COMPRESSION_CODEC_MASK
     if codec not in CODEC_NAMES:
         raise CorruptRecordError(f"invalid compression codec id {codec}", pos)
     if records_count < 0:
@@ -404,8 +311,8 @@ def _read_header(view, pos):
 
 
 def _check_crc(view, pos, fields):
-    end = pos + LOG_OVERHEAD + fields[1]
-    actual = crc32c(view[pos + ATTRIBUTES_OFFSET : end])
+    end = pos + LOG_OVERHEAD_BYTES + fields[1]
+    actual = crc32c(view[pos + CRC_START_OFFSET : end])
     if actual != fields[4]:
         raise CorruptRecordError(
             f"CRC mismatch: stored {fields[4]:#010x}, computed {actual:#010x}", pos
@@ -414,9 +321,9 @@ def _check_crc(view, pos, fields):
 
 def _records_view(view, pos, fields):
     """The batch's record bytes: (buffer, start, end, whether they were decompressed)."""
-    start = pos + HEADER_BYTES
-    end = pos + LOG_OVERHEAD + fields[1]
-    codec = fields[5] & COMPRESSION_MASK
+    start = pos + BATCH_HEADER_BYTES
+    end = pos + LOG_OVERHEAD_BYTES + fields[1]
+    codec = fields[5] & COMPRESSION_CODEC_MASK
     if codec == CODEC_NONE:
         return view, start, end, False
     if codec != CODEC_LZ4:
@@ -532,7 +439,7 @@ def _iter_batches(buffer, verify, build):
         if verify:
             _check_crc(view, pos, fields)
         yield pos, fields, _records_of(view, pos, fields, build)
-        pos += LOG_OVERHEAD + fields[1]
+        pos += LOG_OVERHEAD_BYTES + fields[1]
 
 
 def _records_of(view, pos, fields, build):
@@ -550,7 +457,8 @@ def _records_of(view, pos, fields, build):
 
 def check_batch(view, pos, verify_records=True):
     """Check the batch at `pos` of a byte memoryview (framing, CRC and, with
-    `verify_records`, every record) and return its header fields as unpacked by `HEADER`.
+    `verify_records`, every record) and return its header fields as unpacked by
+    `layout.BATCH_HEADER`.
     Raises `CorruptRecordError` or `UnsupportedCompressionError` like `decode_batches`."""
     fields = _read_header(view, pos)
     _check_crc(view, pos, fields)

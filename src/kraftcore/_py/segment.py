@@ -2,10 +2,10 @@
 offset and time index entries, assigning offsets and leader epochs, and index lookups
 (kafka-facts §2.8, §3.2–3.4, §3.7).
 
-Index entries (big-endian):
+Index entries (big-endian; their formats are `kraftcore.layout`'s):
 
-    .index      8 bytes: relative offset int32, position int32
-    .timeindex 12 bytes: timestamp int64, relative offset int32
+    .index      relative offset int32, position int32
+    .timeindex  timestamp int64, relative offset int32
 
 Cadence (Kafka's `LogSegment`): before a batch (or, for an append, the whole set of batches)
 is added, if more than `index_interval_bytes` were added since the last entry, an offset
@@ -31,44 +31,19 @@ This module is the specification; `kraftcore._c.segment` must behave the same on
 
 import operator
 import struct
-from typing import NamedTuple
 
-from kraftcore._py.records import HEADER_BYTES, LOG_OVERHEAD, check_batch
+from kraftcore._py.records import check_batch
 from kraftcore.errors import CorruptRecordError, InvalidAppendError
+from kraftcore.kernel_api import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, NO_STAMP, ScanResult
+from kraftcore.layout import (BASE_OFFSET_OFFSET, BATCH_LENGTH_MIN,
+                              HEADER_BYTES_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
+                              LOG_OVERHEAD_BYTES, OFFSET_AND_LENGTH, OFFSET_INDEX_ENTRY,
+                              OFFSET_INDEX_ENTRY_BYTES, PARTITION_LEADER_EPOCH_OFFSET,
+                              RELATIVE_OFFSET_MAX, SIZE_FIELD_MIN, STAMPED_HEADER,
+                              TIME_INDEX_ENTRY, TIME_INDEX_ENTRY_BYTES)
 
-OFFSET_ENTRY = struct.Struct(">ii")
-TIME_ENTRY = struct.Struct(">qi")
-OFFSET_ENTRY_BYTES = OFFSET_ENTRY.size  # 8
-TIME_ENTRY_BYTES = TIME_ENTRY.size  # 12
-RELATIVE_OFFSET_MAX = 0x7FFFFFFF
-# Kafka's FileLogInputStream needs this many bytes to read a batch's size and magic.
-HEADER_BYTES_UP_TO_MAGIC = 17
-# `stamp_epoch` value meaning "leave each batch's partition leader epoch as it is".
-NO_STAMP = -2
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
-_LEADER_EPOCH = struct.Struct(">i")
-# The stamped head of a batch: base offset, batch length, partition leader epoch.
-STAMPED_HEADER = struct.Struct(">qii")
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-class ScanResult(NamedTuple):
-    """What `scan_batches` found. Offsets are absolute; index entries are packed bytes."""
-
-    valid_bytes: int  # bytes of whole valid batches from the start of the buffer
-    batches: int  # number of valid batches
-    first_offset: int  # base offset of the first valid batch, -1 when there is none
-    next_offset: int  # last offset + 1 of the last valid batch, -1 when there is none
-    offset_index: bytes  # new .index entries
-    time_index: bytes  # new .timeindex entries
-    bytes_since_index: int  # carry into the next scan of the same segment
-    max_timestamp: int  # segment max timestamp so far
-    offset_of_max_timestamp: int  # last offset of the batch holding it
-    last_index_timestamp: int  # timestamp of the last time index entry
-    epochs: list  # [(leader epoch, start offset)] for epochs above `latest_epoch`
-    error: object  # the CorruptRecordError or InvalidAppendError that stopped the scan
+_INT32 = struct.Struct(">i")
 
 
 def _view(buffer):
@@ -131,9 +106,9 @@ def scan_batches(
             fields = check_batch(view, pos, verify_records)
             base_offset, batch_length, epoch = fields[0], fields[1], fields[2]
             last_delta, batch_max_ts = fields[6], fields[8]
-            if 0 <= batch_bytes_max < LOG_OVERHEAD + batch_length:
+            if 0 <= batch_bytes_max < LOG_OVERHEAD_BYTES + batch_length:
                 raise InvalidAppendError(
-                    f"the batch at byte {pos} is {LOG_OVERHEAD + batch_length} bytes, "
+                    f"the batch at byte {pos} is {LOG_OVERHEAD_BYTES + batch_length} bytes, "
                     f"above the limit of {batch_bytes_max}"
                 )
             if assign_offset >= 0:
@@ -142,9 +117,9 @@ def scan_batches(
                 if stamp_epoch != NO_STAMP:
                     epoch = stamp_epoch
                 if stamp_in_place:
-                    _BASE_OFFSET.pack_into(view, pos, base_offset)
+                    _BASE_OFFSET.pack_into(view, pos + BASE_OFFSET_OFFSET, base_offset)
                     if stamp_epoch != NO_STAMP:
-                        _LEADER_EPOCH.pack_into(view, pos + 12, epoch)
+                        _INT32.pack_into(view, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
             last_offset = base_offset + last_delta
             if expected_offset >= 0 and base_offset != previous_next:
                 raise InvalidAppendError(
@@ -174,7 +149,7 @@ def scan_batches(
             latest_epoch = epoch
         if batch_max_ts > max_timestamp:
             max_timestamp, offset_of_max_timestamp = batch_max_ts, last_offset
-        size = LOG_OVERHEAD + batch_length
+        size = LOG_OVERHEAD_BYTES + batch_length
         if index_per_batch:
             if bytes_since_index > index_interval_bytes:
                 last_index_timestamp = _add_entries(
@@ -253,7 +228,7 @@ class SegmentState:
         view = _view(buffer)
         fields = check_batch(view, 0, verify_records)
         batch_length, last_delta, batch_max_ts = fields[1], fields[6], fields[8]
-        size = LOG_OVERHEAD + batch_length
+        size = LOG_OVERHEAD_BYTES + batch_length
         if size != len(view):
             raise InvalidAppendError(
                 f"expected one record batch of {len(view)} bytes, found a batch of {size} "
@@ -320,9 +295,9 @@ def _int64(value):
 
 def _add_entries(offset_entries, time_entries, base, last_offset, position, max_ts,
                  offset_of_max_ts, last_index_ts):
-    offset_entries += OFFSET_ENTRY.pack(last_offset - base, position)
+    offset_entries += OFFSET_INDEX_ENTRY.pack(last_offset - base, position)
     if max_ts > last_index_ts:
-        time_entries += TIME_ENTRY.pack(max_ts, offset_of_max_ts - base)
+        time_entries += TIME_INDEX_ENTRY.pack(max_ts, offset_of_max_ts - base)
         return max_ts
     return last_index_ts
 
@@ -350,15 +325,17 @@ def locate_batches(buffer, target_offset, end_offset, max_bytes):
             if pos == total:
                 return start, (start if end < 0 else end), -1, 0
             return start, (start if end < 0 else end), pos, 0
-        base_offset, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
-        if length < 14:
-            raise CorruptRecordError(f"batch size {length} is below the minimum 14", pos)
-        size = LOG_OVERHEAD + length
+        base_offset, length = OFFSET_AND_LENGTH.unpack_from(view, pos)
+        if length < SIZE_FIELD_MIN:
+            raise CorruptRecordError(
+                f"batch size {length} is below the minimum {SIZE_FIELD_MIN}", pos)
+        size = LOG_OVERHEAD_BYTES + length
         if size > total - pos:
             return start, (start if end < 0 else end), pos, size
-        if length < HEADER_BYTES - LOG_OVERHEAD:
-            raise CorruptRecordError(f"batch length {length} is below the minimum 49", pos)
-        last_offset = base_offset + struct.unpack_from(">i", view, pos + 23)[0]
+        if length < BATCH_LENGTH_MIN:
+            raise CorruptRecordError(
+                f"batch length {length} is below the minimum {BATCH_LENGTH_MIN}", pos)
+        last_offset = base_offset + _INT32.unpack_from(view, pos + LAST_OFFSET_DELTA_OFFSET)[0]
         if start < 0:
             if last_offset >= target_offset:
                 if last_offset >= end_offset:
@@ -395,10 +372,10 @@ def check_offset_index(index, log_bytes, relative_offset_max):
     offsets reach `relative_offset_max`, or None when it can: length a multiple of 8,
     relative offsets and positions strictly increasing, in range."""
     view = _view(index)
-    if len(view) % OFFSET_ENTRY_BYTES:
-        return f"length {len(view)} is not a multiple of {OFFSET_ENTRY_BYTES}"
+    if len(view) % OFFSET_INDEX_ENTRY_BYTES:
+        return f"length {len(view)} is not a multiple of {OFFSET_INDEX_ENTRY_BYTES}"
     previous_offset = previous_position = -1
-    for slot, (offset, position) in enumerate(OFFSET_ENTRY.iter_unpack(view)):
+    for slot, (offset, position) in enumerate(OFFSET_INDEX_ENTRY.iter_unpack(view)):
         if offset <= previous_offset or position <= previous_position:
             return f"entry {slot} ({offset}, {position}) does not increase"
         if offset > relative_offset_max or position >= log_bytes:
@@ -412,10 +389,10 @@ def check_time_index(index, relative_offset_max):
     `relative_offset_max`, or None: length a multiple of 12, timestamps strictly increasing,
     relative offsets non-decreasing and in range."""
     view = _view(index)
-    if len(view) % TIME_ENTRY_BYTES:
-        return f"length {len(view)} is not a multiple of {TIME_ENTRY_BYTES}"
+    if len(view) % TIME_INDEX_ENTRY_BYTES:
+        return f"length {len(view)} is not a multiple of {TIME_INDEX_ENTRY_BYTES}"
     previous_ts = previous_offset = -1
-    for slot, (timestamp, offset) in enumerate(TIME_ENTRY.iter_unpack(view)):
+    for slot, (timestamp, offset) in enumerate(TIME_INDEX_ENTRY.iter_unpack(view)):
         if timestamp <= previous_ts or offset < previous_offset:
             return f"entry {slot} ({timestamp}, {offset}) does not increase"
         if offset > relative_offset_max:

@@ -10,7 +10,8 @@ log segments, snapshots and index files, like Kafka's `kafka-dump-log` (kafka-fa
   `payload: {"type": …, "version": …, "data": {…}}`, control records by their type.
 * `--json` prints one JSON object per line instead (a file header, then one per batch).
 
-Corruption does not stop the dump early without saying so: what could be read is printed,
+Files are read by `kraftcore.log.reader`, whose damage rules this command reports:
+corruption does not stop the dump early without saying so: what could be read is printed,
 then the position and reason of the damage, and the command exits 1. Exit 2 is a usage
 error or a file that cannot be opened; 0 means every file was read whole and valid.
 Zeros after the last batch (a log that preallocates or prefills writes them ahead of its
@@ -20,34 +21,21 @@ anything else, is damage. An empty file is valid: it holds no batch.
 
 import json
 import os
-import re
 import struct
 
 from kraftcore import codec
-from kraftcore.errors import (CorruptRecordError, ProtocolError, UnsupportedCompressionError,
-                              UnsupportedVersionError)
+from kraftcore.errors import ProtocolError, UnsupportedVersionError
+from kraftcore.layout import (BOOTSTRAP_CHECKPOINT_FILE, CODEC_NAMES, COMPRESSION_CODEC_MASK,
+                              LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_segment_name,
+                              parse_snapshot_name)
+from kraftcore.log import reader
 from kraftcore.metadata import records
 from kraftcore.raft import control
 
-LOG_OVERHEAD = 12          # baseOffset int64 + batchLength int32
-BATCH_HEADER_BYTES = 61
-ZERO_CHECK_CHUNK_BYTES = 1 << 20  # read at a time when checking that a tail is all zeros
-CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
 _CONTROL_LABELS = {
     control.LEADER_CHANGE: "LeaderChange", control.SNAPSHOT_HEADER: "SnapshotHeader", control.SNAPSHOT_FOOTER: "SnapshotFooter",
     control.KRAFT_VERSION: "KRaftVersion", control.KRAFT_VOTERS: "KRaftVoters",
 }
-
-
-class _Damage(Exception):
-    """The file cannot be read past `position`."""
-
-    def __init__(self, reason, position):
-        super().__init__(reason)
-        self.reason = reason
-        self.position = position
 
 
 class _Printer:
@@ -82,7 +70,8 @@ def _batch_fields(batch):
         "attributes": attributes, "position": batch.position,
         "timestampType": "LogAppendTime" if batch.timestamp_type else "CreateTime",
         "maxTimestamp": batch.max_timestamp, "size": batch.size_bytes, "magic": batch.magic,
-        "compressCodec": CODECS.get(attributes & 0x07, f"unknown({attributes & 0x07})"),
+        "compressCodec": CODEC_NAMES.get(attributes & COMPRESSION_CODEC_MASK,
+                                         f"unknown({attributes & COMPRESSION_CODEC_MASK})"),
         "crc": batch.crc,
     }
 
@@ -159,111 +148,61 @@ def _dump_records(batch, p):
                {"offset": record.offset, "payload": payload})
 
 
-def _read_batches(fd, size, p, metadata_decoder):
-    """Dump every batch of an open file of `size` bytes; raises _Damage where it stops."""
-    pos = 0
-    while pos < size:
-        if size - pos < LOG_OVERHEAD:
-            raise _Damage(f"Found {size - pos} invalid bytes at the end (a truncated batch "
-                          "header)", pos)
-        head = os.pread(fd, LOG_OVERHEAD, pos)
-        if not any(head):
-            _check_zero_tail(fd, pos, size)
-            return
-        _, batch_length = struct.unpack(">qi", head)
-        if batch_length < BATCH_HEADER_BYTES - LOG_OVERHEAD:
-            raise _Damage(f"batch length {batch_length} is below the minimum "
-                          f"{BATCH_HEADER_BYTES - LOG_OVERHEAD}", pos)
-        end = pos + LOG_OVERHEAD + batch_length
-        if end > size:
-            raise _Damage(f"Found {size - pos} invalid bytes at the end (a batch of "
-                          f"{end - pos} bytes is cut short)", pos)
-        data = os.pread(fd, end - pos, pos)
-        try:
-            (batch,) = codec.decode_batches(data)
-        except (CorruptRecordError, UnsupportedCompressionError) as exc:
-            where = getattr(exc, "position", None)
-            raise _Damage(str(exc), pos + (where or 0)) from None
+def _dump_batches(path, p, metadata_decoder):
+    """Dump every batch of a segment or snapshot file; returns the damage where the batches
+    stop (None at the end, or at zeros written ahead of the data)."""
+    for item in reader.read_file(path, contiguous=False):
+        if isinstance(item, reader.Damage):
+            if item.kind == reader.ZEROS and item.position > 0:
+                return None
+            return item
+        (batch,) = codec.decode_batches(item.data, verify=False)
         fields = _batch_fields(batch)
-        fields["position"] = pos
+        fields["position"] = item.position
         p.emit(_batch_line(fields), {"batch": fields})
         if metadata_decoder:
             _dump_records(batch, p)
-        pos = end
+    return None
 
 
-def _check_zero_tail(fd, pos, size):
-    """Zeros from `pos` to the end after at least one batch are space the log wrote ahead
-    of its data (preallocated or prefilled): the dump ends quietly. Anything else that
-    starts with an all-zero header is damage: non-zero bytes after the zeros, or a file
-    with no batch at all (only zeros)."""
-    at = pos
-    while at < size:
-        chunk = os.pread(fd, min(ZERO_CHECK_CHUNK_BYTES, size - at), at)
-        if not chunk:
-            break
-        stripped = chunk.lstrip(b"\0")
-        if stripped:
-            raise _Damage(f"{at + len(chunk) - len(stripped) - pos} zero bytes, then a "
-                          f"non-zero byte at {at + len(chunk) - len(stripped)}: not a record "
-                          "batch", pos)
-        at += len(chunk)
-    if pos == 0:
-        raise _Damage(f"the file holds {size} zero bytes and no record batch (an empty "
-                      "segment of a log that preallocates looks like this too)", 0)
-
-
-def _dump_index(fd, size, name, p):
-    base = int(_SEGMENT_NAME.match(name).group(1))
-    timeindex = name.endswith(".timeindex")
-    entry_bytes = 12 if timeindex else 8
-    data = os.pread(fd, size, 0)
-    usable = size - size % entry_bytes
-    for at in range(0, usable, entry_bytes):
+def _dump_index(path, base_offset, p):
+    """Dump the entries of an `.index` or `.timeindex` file; returns its damage or None."""
+    timeindex = path.endswith(TIME_INDEX_SUFFIX)
+    for item in reader.read_index_file(path, base_offset):
+        if isinstance(item, reader.Damage):
+            return item
         if timeindex:
-            timestamp, relative = struct.unpack_from(">qi", data, at)
-            if timestamp == 0 and relative == 0 and at:
-                break  # preallocated space past the last entry
-            p.emit(f"timestamp: {timestamp} offset: {base + relative}",
-                   {"timestamp": timestamp, "offset": base + relative})
+            timestamp, offset = item
+            p.emit(f"timestamp: {timestamp} offset: {offset}",
+                   {"timestamp": timestamp, "offset": offset})
         else:
-            relative, position = struct.unpack_from(">ii", data, at)
-            if relative == 0 and position == 0 and at:
-                break
-            p.emit(f"offset: {base + relative} position: {position}",
-                   {"offset": base + relative, "position": position})
-    if usable != size:
-        raise _Damage(f"Found {size - usable} invalid bytes at the end (not a whole "
-                      f"{entry_bytes}-byte entry)", usable)
+            offset, position = item
+            p.emit(f"offset: {offset} position: {position}",
+                   {"offset": offset, "position": position})
+    return None
 
 
 def dump_file(path, p, metadata_decoder):
     name = os.path.basename(path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        p.emit(f"Dumping {path}", {"file": path, "sizeBytes": size})
-        segment = _SEGMENT_NAME.match(name)
-        snapshot = _SNAPSHOT_NAME.match(name)
-        try:
-            if segment and segment.group(2) != "log":
-                _dump_index(fd, size, name, p)
-                return
-            if segment:
-                p.emit(f"Log starting offset: {int(segment.group(1))}",
-                       {"logStartingOffset": int(segment.group(1))})
-            elif snapshot:
-                offset, epoch = int(snapshot.group(1)), int(snapshot.group(2))
-                p.emit(f"Snapshot end offset: {offset}, epoch: {epoch}",
-                       {"snapshotEndOffset": offset, "snapshotEpoch": epoch})
-            elif name == "bootstrap.checkpoint":
-                p.emit("KRaft bootstrap snapshot", {"bootstrapSnapshot": True})
-            _read_batches(fd, size, p, metadata_decoder)
-        except _Damage as damage:
-            p.problem(f"Corruption in {path} at byte {damage.position}: {damage.reason}",
-                      {"file": path, "position": damage.position, "reason": damage.reason})
-    finally:
-        os.close(fd)
+    size = os.stat(path).st_size
+    p.emit(f"Dumping {path}", {"file": path, "sizeBytes": size})
+    segment = parse_segment_name(name)
+    snapshot = parse_snapshot_name(name)
+    if segment and segment[1] != LOG_SUFFIX:
+        damage = _dump_index(path, segment[0], p)
+    else:
+        if segment:
+            p.emit(f"Log starting offset: {segment[0]}", {"logStartingOffset": segment[0]})
+        elif snapshot:
+            offset, epoch = snapshot
+            p.emit(f"Snapshot end offset: {offset}, epoch: {epoch}",
+                   {"snapshotEndOffset": offset, "snapshotEpoch": epoch})
+        elif name == BOOTSTRAP_CHECKPOINT_FILE:
+            p.emit("KRaft bootstrap snapshot", {"bootstrapSnapshot": True})
+        damage = _dump_batches(path, p, metadata_decoder)
+    if damage is not None:
+        p.problem(f"Corruption in {path} at byte {damage.position}: {damage.reason}",
+                  {"file": path, "position": damage.position, "reason": damage.reason})
 
 
 def run(files, metadata_decoder=False, as_json=False, out=None, err=None):

@@ -6,15 +6,10 @@
 
 What it owns:
 
-* **Loading an image, read-only.** `--snapshot` loads one `.checkpoint` file. `--dir` takes a
-  `__cluster_metadata-0` directory (or a log directory holding one): its newest snapshot,
-  then the log's batches after it, replayed through `MetadataLoader` (so an open metadata
-  transaction at the end is left out, as a node leaves it out). Nothing in the directory is
-  written, locked or recovered: the shell may look at the directory of a running node. The
-  log is read the way a node's recovery reads it: at the first damaged batch (a torn tail)
-  the replay stops and a warning says where; a log whose epoch goes backwards, or that is
-  older than the newest snapshot, stops there too. A gap in the offsets, or records lost
-  below the log start without a snapshot, are errors.
+* **The arguments.** `--snapshot` loads one `.checkpoint` file, `--dir` a
+  `__cluster_metadata-0` directory (or a log directory holding one), both read-only by
+  `kraftcore.metadata.directory` (which says how the log is read and what stops it);
+  warnings and load errors are printed here.
 * **The tree** (`build_tree`): Kafka's layout (`/image/...`, `/local/...`). Nodes are built
   lazily, once, on first visit, so a large image costs only what is browsed.
 * **The commands** (`MetadataShell`): `ls`, `cd`, `pwd`, `cat`, `tree`, `find`, `help`
@@ -34,259 +29,22 @@ import datetime
 import fnmatch
 import importlib
 import json
-import os
 import re
 import shlex
 import shutil
 import sys
-from typing import NamedTuple
 
 import kraftcore
-from kraftcore.errors import CorruptRecordError, KraftcoreError, UnsupportedCompressionError
-from kraftcore import codec
-from kraftcore.log import checkpoint
-from kraftcore.log.snapshots import SUFFIX as SNAPSHOT_SUFFIX, parse_file_name
+from kraftcore.errors import MetadataLoadError
 from kraftcore.metadata import records as R
-from kraftcore.metadata.image import EMPTY_IMAGE, METADATA_VERSION
-from kraftcore.metadata.loader import MetadataLoader
-from kraftcore.metadata.snapshot import load_snapshot
-from kraftcore.raft.storage import BATCH_HEADER, BATCH_HEADER_BYTES
-from kraftcore.raft.types import CommittedBatch
+from kraftcore.metadata.directory import load_directory, load_snapshot_file
+from kraftcore.metadata.image import METADATA_VERSION
 
-__all__ = ["add_arguments", "run", "load_snapshot_file", "load_directory", "build_tree",
-           "MetadataShell", "LoadError", "Loaded", "METADATA_DIR"]
+__all__ = ["add_arguments", "run", "build_tree", "MetadataShell"]
 
 EXIT_OK, EXIT_COMMAND_FAILED, EXIT_LOAD_ERROR = 0, 1, 2
 PROG = "kraftcore metadata-shell"
-METADATA_DIR = "__cluster_metadata-0"
-
-_SEGMENT_NAME = re.compile(r"^([0-9]{20})\.log$")
-_LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
-_CONTROL_FLAG = 0x20
-_APPLY_BYTES = 8 * 1024 * 1024  # committed bytes handed to the loader at a time
 _GLOB_CHARS = re.compile(r"[*?\[{]")
-
-
-# ================================================================================ loading
-
-
-class LoadError(Exception):
-    """The image cannot be loaded; the message is the one line the person sees."""
-
-
-class Loaded(NamedTuple):
-    image: object  # MetadataImage
-    source: str  # the absolute path given
-    snapshot: str  # the snapshot file loaded (a path), or None
-    log_batches: int  # batches replayed after the snapshot (--dir)
-    warnings: list  # one line each: what was left out and why
-
-
-def _describe_os_error(exc):
-    return exc.strerror or str(exc)
-
-
-def _snapshot_image(path, data, snapshot_id):
-    """The image a snapshot's bytes hold; LoadError naming the file otherwise."""
-    if len(data) < BATCH_HEADER_BYTES or data[16] != 2:
-        raise LoadError(f"{path} is not a KRaft snapshot: it does not start with a v2 "
-                        f"record batch ({len(data)} bytes)")
-    try:
-        return load_snapshot(data, snapshot_id)
-    except CorruptRecordError as exc:
-        raise LoadError(f"{path} is corrupt: {exc}") from None
-    except KraftcoreError as exc:  # not a snapshot, or records that do not replay
-        raise LoadError(f"{path} is not a valid KRaft snapshot: {exc}") from None
-
-
-def load_snapshot_file(path):
-    """A `Loaded` of one snapshot file. Its id (provenance) comes from the file name
-    `<end offset>-<epoch>.checkpoint`; another name (`bootstrap.checkpoint`, a renamed copy)
-    reads as id (0, 0)."""
-    source = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise LoadError(f"{path} is a directory; use --dir DIR for a metadata log directory")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise LoadError(f"cannot read {path}: {_describe_os_error(exc)}") from None
-    try:
-        snapshot_id = tuple(parse_file_name(os.path.basename(path)))
-    except ValueError:
-        snapshot_id = (0, 0)
-    image = _snapshot_image(path, data, snapshot_id)
-    return Loaded(image, source, source, 0, [])
-
-
-def _find_metadata_dir(path):
-    """The directory holding the metadata log's files: `path` itself, or its
-    `__cluster_metadata-0`."""
-    if not os.path.exists(path):
-        raise LoadError(f"cannot read {path}: No such file or directory")
-    if not os.path.isdir(path):
-        raise LoadError(f"{path} is not a directory; use --snapshot FILE for one .checkpoint "
-                        "file")
-    for candidate in (path, os.path.join(path, METADATA_DIR)):
-        try:
-            names = os.listdir(candidate)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise LoadError(f"cannot read {candidate}: {_describe_os_error(exc)}") from None
-        if any(_SEGMENT_NAME.match(n) or n.endswith(SNAPSHOT_SUFFIX) for n in names):
-            return candidate, names
-        if candidate != path:  # an empty __cluster_metadata-0
-            return candidate, names
-    raise LoadError(f"{path} holds no metadata log: expected a {METADATA_DIR} directory, or "
-                    "the .log segments and <end offset>-<epoch>.checkpoint snapshots of one")
-
-
-class _Damage(Exception):
-    def __init__(self, reason, position):
-        super().__init__(reason)
-        self.reason = reason
-        self.position = position
-
-
-def _segment_batches(path):
-    """The batches of one `.log` segment, in order, each checked (framing, CRC, records) as
-    a node's recovery checks them. Raises `_Damage` where the valid data ends; an all-zero
-    header (preallocated space) ends the data quietly."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        pos = 0
-        unpack = BATCH_HEADER.unpack_from
-        while pos < size:
-            if size - pos < _LOG_OVERHEAD:
-                raise _Damage(f"{size - pos} bytes at the end are not a whole batch header",
-                              pos)
-            head = os.pread(fd, BATCH_HEADER_BYTES, pos)
-            if not any(head[:_LOG_OVERHEAD]):
-                return
-            if len(head) < BATCH_HEADER_BYTES:
-                raise _Damage(f"{size - pos} bytes at the end are not a whole batch header",
-                              pos)
-            base, length, epoch, _, _, attributes, delta = unpack(head, 0)
-            end = pos + _LOG_OVERHEAD + length
-            if length < BATCH_HEADER_BYTES - _LOG_OVERHEAD or end > size:
-                raise _Damage(f"a batch of {length} bytes does not fit in the "
-                              f"{size - pos - _LOG_OVERHEAD} bytes left", pos)
-            data = os.pread(fd, end - pos, pos)
-            try:
-                codec.validate_batches(data)
-            except (CorruptRecordError, UnsupportedCompressionError) as exc:
-                raise _Damage(str(exc), pos) from None
-            yield CommittedBatch(base, base + delta, epoch, bool(attributes & _CONTROL_FLAG),
-                                 data)
-            pos = end
-    finally:
-        os.close(fd)
-
-
-def load_directory(path):
-    """A `Loaded` of a metadata log directory: the newest snapshot plus the log after it
-    (see the module docstring)."""
-    source = os.path.abspath(path)
-    directory, names = _find_metadata_dir(path)
-    warnings = []
-    snapshot_ids = {}
-    for name in names:
-        if name.endswith(SNAPSHOT_SUFFIX) and name != "bootstrap.checkpoint":
-            try:
-                snapshot_ids[tuple(parse_file_name(name))] = name
-            except ValueError:
-                warnings.append(f"{os.path.join(directory, name)} is not named like a "
-                                "snapshot (<end offset>-<epoch>.checkpoint): skipped")
-    segments = sorted(int(m.group(1)) for m in map(_SEGMENT_NAME.match, names) if m)
-    if not snapshot_ids and not segments:
-        raise LoadError(f"{directory} holds no metadata log: no .log segment and no "
-                        "<end offset>-<epoch>.checkpoint snapshot")
-
-    snapshot_path = None
-    if snapshot_ids:
-        latest = max(snapshot_ids)
-        snapshot_path = os.path.join(directory, snapshot_ids[latest])
-        try:
-            with open(snapshot_path, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise LoadError(f"cannot read {snapshot_path}: {_describe_os_error(exc)}") from None
-        image = _snapshot_image(snapshot_path, data, latest)
-        snapshot_epoch = latest[1]
-    else:
-        image, snapshot_epoch = EMPTY_IMAGE, 0
-        log_start = segments[0]
-        try:
-            recorded = checkpoint.read_offset(directory, checkpoint.LOG_START_OFFSET)
-        except (checkpoint.CheckpointError, OSError, ValueError):
-            recorded = None
-        if recorded is not None:
-            log_start = max(log_start, recorded)
-        if log_start > 0:
-            raise LoadError(f"{directory}: the log starts at offset {log_start} and there is "
-                            f"no snapshot, so the records below offset {log_start} are missing")
-
-    loader = MetadataLoader(image=image)
-    expected = image.end_offset
-    last_epoch = snapshot_epoch
-    pending, pending_bytes, replayed = [], 0, 0
-
-    def flush():
-        nonlocal pending, pending_bytes
-        try:
-            loader.apply(pending)
-        except KraftcoreError as exc:
-            raise LoadError(f"{directory}: the log does not replay: {exc}") from None
-        pending, pending_bytes = [], 0
-
-    stop = False
-    for base in segments:
-        segment = os.path.join(directory, f"{base:020d}.log")
-        try:
-            for batch in _segment_batches(segment):
-                if batch.last_offset < expected:
-                    continue  # below the snapshot (or the log start)
-                if batch.base_offset < expected:
-                    raise LoadError(
-                        f"{segment}: the batch at offsets [{batch.base_offset}, "
-                        f"{batch.last_offset}] straddles offset {expected}, where the "
-                        f"snapshot ends")
-                if batch.base_offset > expected:
-                    raise LoadError(
-                        f"{segment}: the log has no batch at offset {expected} (the next one "
-                        f"starts at {batch.base_offset}): records are missing")
-                if batch.epoch < last_epoch:
-                    what = ("the snapshot's" if batch.base_offset == image.end_offset
-                            and snapshot_path else "the previous batch's")
-                    warnings.append(
-                        f"{segment}: the batch at offset {batch.base_offset} has epoch "
-                        f"{batch.epoch}, older than {what} epoch {last_epoch}: the log from "
-                        "there on is left out (a node's recovery discards it)")
-                    stop = True
-                    break
-                pending.append(batch)
-                pending_bytes += len(batch.data)
-                replayed += 1
-                expected = batch.last_offset + 1
-                last_epoch = batch.epoch
-                if pending_bytes >= _APPLY_BYTES:
-                    flush()
-        except _Damage as damage:
-            warnings.append(f"{segment}: the log stops at byte {damage.position}: "
-                            f"{damage.reason}; the records from offset {expected} on are "
-                            "left out (a node's recovery truncates them)")
-            stop = True
-        except OSError as exc:
-            raise LoadError(f"cannot read {segment}: {_describe_os_error(exc)}") from None
-        if stop:
-            break
-    flush()
-    if loader.in_transaction:
-        warnings.append(f"the log ends inside a metadata transaction begun before offset "
-                        f"{expected}: its records are left out")
-    return Loaded(loader.image, source, snapshot_path, replayed, warnings)
 
 
 # ================================================================================ the tree
@@ -907,7 +665,7 @@ def run(args, *, stdin=None, out=None, err=None):
             loaded = load_snapshot_file(args.snapshot)
         else:
             loaded = load_directory(args.dir)
-    except LoadError as exc:
+    except MetadataLoadError as exc:
         err.write(f"{PROG}: {exc}\n")
         return EXIT_LOAD_ERROR
     for warning in loaded.warnings:

@@ -4,7 +4,7 @@
     <N>            line 2: number of entries
     <entry>        N lines, fields separated by single spaces (read: split on whitespace)
 
-Files kept in a log's directory, all version 0:
+Files kept in a log's directory, all version 0 (their names are `kraftcore.layout`'s):
 
 * `leader-epoch-checkpoint`: `<leader epoch> <start offset>` (as in Kafka's partition dir);
 * `recovery-point-offset-checkpoint`, `replication-offset-checkpoint` (the high watermark)
@@ -23,13 +23,10 @@ import os
 import re
 
 from kraftcore.errors import LogError
+from kraftcore.layout import LEADER_EPOCH_CHECKPOINT
 from kraftcore.log import fileio
 
 VERSION = 0
-LEADER_EPOCH = "leader-epoch-checkpoint"
-RECOVERY_POINT = "recovery-point-offset-checkpoint"
-HIGH_WATERMARK = "replication-offset-checkpoint"
-LOG_START_OFFSET = "log-start-offset-checkpoint"
 
 _TOPIC_PARTITION = re.compile(r"^([A-Za-z0-9._-]+)-([0-9]+)$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -104,17 +101,18 @@ def _offset_entry(fields):
 
 def read_epochs(directory):
     """[(leader epoch, start offset)] from the leader-epoch checkpoint, None if absent."""
-    entries = read(os.path.join(directory, LEADER_EPOCH), _epoch_entry)
+    entries = read(os.path.join(directory, LEADER_EPOCH_CHECKPOINT), _epoch_entry)
     if entries is not None:
         for (e1, o1), (e2, o2) in zip(entries, entries[1:]):
             if e2 <= e1 or o2 < o1:
                 raise CheckpointError(
-                    f"{LEADER_EPOCH}: entries ({e1}, {o1}) then ({e2}, {o2}) do not increase")
+                    f"{LEADER_EPOCH_CHECKPOINT}: entries ({e1}, {o1}) then ({e2}, {o2}) do "
+                    "not increase")
     return entries
 
 
 def write_epochs(directory, entries):
-    write(os.path.join(directory, LEADER_EPOCH), entries)
+    write(os.path.join(directory, LEADER_EPOCH_CHECKPOINT), entries)
 
 
 def read_offset(directory, name):

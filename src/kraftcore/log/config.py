@@ -10,6 +10,8 @@ Kafka's int32 fields.
 import dataclasses
 
 from kraftcore.errors import ConfigError
+from kraftcore.layout import (BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, OFFSET_INDEX_ENTRY_BYTES,
+                              TIME_INDEX_ENTRY_BYTES)
 
 FSYNC_POLICIES = ("always", "interval", "never")
 INT32_MAX = 0x7FFFFFFF
@@ -21,7 +23,7 @@ class LogConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
     index_interval_bytes: int = 4096  # index.interval.bytes
-    max_batch_bytes: int = 1024 * 1024 + 12  # max.message.bytes
+    max_batch_bytes: int = 1024 * 1024 + LOG_OVERHEAD_BYTES  # max.message.bytes
     max_append_bytes: int = 64 * 1024 * 1024  # one append call, all batches together
     fsync: str = "always"  # "always" | "interval" | "never"
     fsync_interval_ms: int = 1000  # with fsync="interval" (flush.ms)
@@ -48,12 +50,14 @@ class LogConfig:
         need(14 <= self.segment_bytes <= INT32_MAX,
              f"segment_bytes must be in [14, {INT32_MAX}], got {self.segment_bytes}")
         need(self.segment_ms > 0, f"segment_ms must be positive, got {self.segment_ms}")
-        need(self.segment_index_bytes >= 12,
-             f"segment_index_bytes must be at least 12, got {self.segment_index_bytes}")
+        need(self.segment_index_bytes >= TIME_INDEX_ENTRY_BYTES,
+             f"segment_index_bytes must be at least {TIME_INDEX_ENTRY_BYTES}, got "
+             f"{self.segment_index_bytes}")
         need(self.index_interval_bytes >= 0,
              f"index_interval_bytes must be >= 0, got {self.index_interval_bytes}")
-        need(61 <= self.max_batch_bytes <= INT32_MAX,
-             f"max_batch_bytes must be in [61, {INT32_MAX}], got {self.max_batch_bytes}")
+        need(BATCH_HEADER_BYTES <= self.max_batch_bytes <= INT32_MAX,
+             f"max_batch_bytes must be in [{BATCH_HEADER_BYTES}, {INT32_MAX}], got "
+             f"{self.max_batch_bytes}")
         need(self.max_append_bytes >= self.max_batch_bytes,
              "max_append_bytes must be at least max_batch_bytes")
         need(self.fsync_interval_ms > 0,
@@ -76,8 +80,8 @@ class LogConfig:
 
     @property
     def offset_index_entries_max(self):
-        return self.segment_index_bytes // 8
+        return self.segment_index_bytes // OFFSET_INDEX_ENTRY_BYTES
 
     @property
     def time_index_entries_max(self):
-        return self.segment_index_bytes // 12
+        return self.segment_index_bytes // TIME_INDEX_ENTRY_BYTES

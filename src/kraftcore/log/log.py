@@ -42,25 +42,28 @@ import fcntl
 import itertools
 import json
 import os
-import struct
 import threading
 from typing import NamedTuple
 
 from kraftcore import codec
-from kraftcore._py.segment import NO_STAMP, STAMPED_HEADER
+from kraftcore.kernel_api import NO_STAMP
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               LogClosedError, LogGapError, LogLockedError,
                               OffsetOutOfRangeError, StorageError)
-from kraftcore.log import checkpoint, fileio
+from kraftcore.layout import (CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX,
+                              HIGH_WATERMARK_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOCK_FILE,
+                              LOG_OVERHEAD_BYTES, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX,
+                              OFFSET_AND_LENGTH, RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
+                              STAMPED_HEADER, STAMPED_HEADER_BYTES, STRAY_SUFFIX,
+                              TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX,
+                              BATCH_HEADER_BYTES, file_prefix, parse_prefix)
+from kraftcore.log import checkpoint, fileio, reader
 from kraftcore.log.config import LogConfig, INT32_MAX
 from kraftcore.epochs import LeaderEpochCache
-from kraftcore.log.segment import (LOG_SUFFIX, STRAY_SUFFIX, SUFFIXES, Segment, file_prefix,
-                                   misplaced_first_batch, parse_prefix, set_aside_names)
+from kraftcore.log.segment import Segment, misplaced_first_batch, set_aside_names
 from kraftcore.clock import Ticker, wall_clock_ms
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
-_DISCARDED_SUFFIXES = (".tmp", ".deleted", ".cleaned")
+_DISCARDED_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX)
 _VALUES_TYPES = (list, tuple)
 
 class _Scan(NamedTuple):
@@ -77,10 +80,8 @@ class _Scan(NamedTuple):
 def _one_batch(data):
     """Whether `data` (bytes) declares exactly one batch: its batch length covers it all.
     The scan checks the framing; this only picks how the append is written."""
-    return len(data) >= 61 and _BATCH_LENGTH.unpack_from(data, 8)[0] + 12 == len(data)
-
-
-_BATCH_LENGTH = struct.Struct(">i")
+    return (len(data) >= BATCH_HEADER_BYTES
+            and LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(data)[1] == len(data))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +234,7 @@ class Log:
         bases = {parse_prefix(name) for name in names if name.endswith(LOG_SUFFIX)} - {None}
         # leftovers of interrupted writes and deletions, and index files whose .log is gone
         leftovers = [name for name in names if name.endswith(_DISCARDED_SUFFIXES) or (
-            name.endswith(SUFFIXES[1:]) and parse_prefix(name) not in bases | {None})]
+            name.endswith(SEGMENT_SUFFIXES[1:]) and parse_prefix(name) not in bases | {None})]
 
         def safely(read, *args):
             try:
@@ -242,9 +243,9 @@ class Log:
                 report.ignored_checkpoints.append(str(exc))
                 return None
 
-        recovery_point = safely(checkpoint.read_offset, checkpoint.RECOVERY_POINT)
-        high_watermark = safely(checkpoint.read_offset, checkpoint.HIGH_WATERMARK)
-        log_start = safely(checkpoint.read_offset, checkpoint.LOG_START_OFFSET)
+        recovery_point = safely(checkpoint.read_offset, RECOVERY_POINT_CHECKPOINT)
+        high_watermark = safely(checkpoint.read_offset, HIGH_WATERMARK_CHECKPOINT)
+        log_start = safely(checkpoint.read_offset, LOG_START_OFFSET_CHECKPOINT)
         epochs = safely(checkpoint.read_epochs)
         scan_point = recovery_point
         if epochs is None or recovery_point is None:
@@ -275,7 +276,7 @@ class Log:
                 s.base_offset <= log_start <= s.next_offset for s in kept) and (
                 kept or log_start < 0):
             report.ignored_checkpoints.append(
-                f"{self._file(checkpoint.LOG_START_OFFSET)}: log start offset {log_start} is "
+                f"{self._file(LOG_START_OFFSET_CHECKPOINT)}: log start offset {log_start} is "
                 f"not an offset the segments hold ({held}); ignored")
             log_start = None
         if log_start is None:
@@ -302,8 +303,8 @@ class Log:
             report.gap = f"{problem}; opened up to offset {end}"
             for segment in past:
                 strays[segment.base_offset] = f"it lies past the gap at offset {end}"
-            result, zero_tail = scans.get(kept[at].base_offset, (None, False))
-            if result is not None and result.error is not None and not zero_tail:
+            _, damage = scans.get(kept[at].base_offset, (None, None))
+            if damage is not None and damage.kind != reader.ZEROS:
                 copied = kept[at]  # damaged: its whole file is kept aside, then it is cut
             del kept[at + 1:]
 
@@ -335,9 +336,9 @@ class Log:
             scan = scans.get(segment.base_offset)
             if scan is None:
                 continue
-            result, zero_tail = scan
+            result, damage = scan
             dropped = segment.file_bytes - result.valid_bytes
-            if dropped and zero_tail:
+            if dropped and damage.kind == reader.ZEROS:
                 report.zero_tail_bytes += dropped
             elif result.error is not None:
                 report.truncated_bytes += dropped
@@ -375,7 +376,8 @@ class Log:
     def _read_segments(self, scan_point):
         """Load the segments below the recovery point `scan_point` as trusted (indexes
         checked, the end found after the last index entry) and scan the others, writing
-        nothing. Returns {base offset: (scan result, zero tail)} of the scanned ones."""
+        nothing. Returns {base offset: (scan result, `reader.Damage` or None)} of the scanned
+        ones."""
         report = self.recovery
         segments = self._segments
         scan_from = len(segments)
@@ -402,11 +404,11 @@ class Log:
         scans = {}
         for segment in segments[scan_from:]:
             base = segment.base_offset
-            result, zero_tail = segment.scan(self._epochs.epoch_for_offset(base - 1)
-                                             if base else -1)
+            result, damage = segment.scan(self._epochs.epoch_for_offset(base - 1)
+                                          if base else -1)
             for epoch, offset in result.epochs:
                 self._epochs.assign(epoch, offset)
-            scans[base] = (result, zero_tail)
+            scans[base] = (result, damage)
             report.scanned_segments += 1
             report.scanned_bytes += result.valid_bytes
         return scans
@@ -425,7 +427,8 @@ class Log:
             segment = trusted[slot]
             try:
                 position = segment.position_of(offset)
-                first, _, found = STAMPED_HEADER.unpack(segment.read_bytes(position, 16))
+                first, _, found = STAMPED_HEADER.unpack(
+                    segment.read_bytes(position, STAMPED_HEADER_BYTES))
             except CorruptRecordError as exc:
                 problem = f"the batch holding offset {offset} does not read back ({exc})"
             else:
@@ -434,7 +437,7 @@ class Log:
                 problem = (f"the batch holding offset {offset} starts at {first} in leader "
                            f"epoch {found}")
             self.recovery.ignored_checkpoints.append(
-                f"{self._file(checkpoint.LEADER_EPOCH)}: entry ({epoch}, {offset}) "
+                f"{self._file(LEADER_EPOCH_CHECKPOINT)}: entry ({epoch}, {offset}) "
                 f"contradicts {_name(segment)}: {problem}; ignored, the leader epochs are "
                 "rebuilt from the segments")
             return False
@@ -448,23 +451,12 @@ class Log:
         first = max(bisect.bisect_right([s.base_offset for s in segments], log_start) - 1, 0)
         for at in range(first, len(segments) - 1):
             segment, following = segments[at], segments[at + 1]
-            end, base = segment.next_offset, following.base_offset
-            result, zero_tail = scans.get(segment.base_offset, (None, False))
-            if result is not None and result.error is not None and not zero_tail:
-                reason = getattr(result.error, "reason", result.error)
-                return at, (f"{_name(segment)} is damaged at byte {result.valid_bytes} "
-                            f"({reason}): offsets from {end} on cannot be read in it, "
-                            f"and the next segment {_name(following)} starts at {base}")
-            if end < base:
-                held = ("holds no batch" if end == segment.base_offset
-                        else f"ends at offset {end - 1}")
-                return at, (f"{_name(segment)} {held} but the next segment "
-                            f"{_name(following)} starts at {base}: offsets [{end}, {base}) "
-                            "are missing")
-            if end > base:
-                return at, (f"{_name(segment)} holds offsets up to {end - 1}, past the base "
-                            f"offset {base} of the next segment {_name(following)}: the two "
-                            "claim the same offsets")
+            _, damage = scans.get(segment.base_offset, (None, None))
+            problem = reader.gap_between(_name(segment), segment.base_offset,
+                                         segment.next_offset, damage, _name(following),
+                                         following.base_offset)
+            if problem is not None:
+                return at, problem
         return None
 
     def _check_checkpoints(self, recovery_point, high_watermark, epochs):
@@ -472,11 +464,11 @@ class Log:
         report, leo, held = self.recovery, self._leo, _held(self._segments)
         if recovery_point is not None and not 0 <= recovery_point <= leo:
             report.ignored_checkpoints.append(
-                f"{self._file(checkpoint.RECOVERY_POINT)}: recovery point {recovery_point} "
+                f"{self._file(RECOVERY_POINT_CHECKPOINT)}: recovery point {recovery_point} "
                 f"is outside [0, log end offset {leo}] (the segments hold {held}); ignored")
         if high_watermark is not None and not 0 <= high_watermark <= leo:
             report.ignored_checkpoints.append(
-                f"{self._file(checkpoint.HIGH_WATERMARK)}: high watermark {high_watermark} "
+                f"{self._file(HIGH_WATERMARK_CHECKPOINT)}: high watermark {high_watermark} "
                 f"is outside [0, log end offset {leo}] (the segments hold {held}); ignored, "
                 f"the high watermark is the log start offset {self._log_start}")
         past = [entry for entry in epochs or () if entry[1] > leo]
@@ -485,7 +477,7 @@ class Log:
             if len(past) > 3:
                 listed = f"({past[0][0]}, {past[0][1]}) to ({past[-1][0]}, {past[-1][1]})"
             report.ignored_checkpoints.append(
-                f"{self._file(checkpoint.LEADER_EPOCH)}: {len(past)} entries {listed} start "
+                f"{self._file(LEADER_EPOCH_CHECKPOINT)}: {len(past)} entries {listed} start "
                 f"past the log "
                 f"end offset {leo} (the segments hold {held}); ignored")
 
@@ -752,7 +744,7 @@ class Log:
         return (segment.size > config.segment_bytes - incoming_bytes
                 or now - segment.created_ms > config.segment_ms
                 or len(segment.offset_index) >= offset_entries_max * 8
-                or len(segment.time_index) >= time_entries_max * 12)
+                or len(segment.time_index) >= time_entries_max * TIME_INDEX_ENTRY_BYTES)
 
     def roll(self):
         """Start a new segment at the log end offset (if the active one holds data)."""
@@ -880,9 +872,9 @@ class Log:
     def _write_checkpoints(self, now):
         try:
             recovery_point = min(self._durable_offset, self._leo)
-            checkpoint.write_offset(self.path, checkpoint.RECOVERY_POINT, recovery_point)
-            checkpoint.write_offset(self.path, checkpoint.HIGH_WATERMARK, self._hw)
-            checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, self._log_start)
+            checkpoint.write_offset(self.path, RECOVERY_POINT_CHECKPOINT, recovery_point)
+            checkpoint.write_offset(self.path, HIGH_WATERMARK_CHECKPOINT, self._hw)
+            checkpoint.write_offset(self.path, LOG_START_OFFSET_CHECKPOINT, self._log_start)
         except OSError as exc:
             raise _storage_error(exc, f"writing the checkpoints of {self.path}") from exc
         self._checkpointed_recovery_point = recovery_point
@@ -970,7 +962,7 @@ class Log:
             with self._sync_lock:
                 try:
                     self._log_start = self._hw = offset
-                    checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, offset)
+                    checkpoint.write_offset(self.path, LOG_START_OFFSET_CHECKPOINT, offset)
                     for segment in self._segments:
                         segment.delete()
                     self._segments = [Segment.create(self.path, offset, self.config, now)]
@@ -1010,7 +1002,7 @@ class Log:
         """Checkpoint the new log start, then take it: a failed write leaves both as they
         were, so a retry does it again."""
         try:
-            checkpoint.write_offset(self.path, checkpoint.LOG_START_OFFSET, offset)
+            checkpoint.write_offset(self.path, LOG_START_OFFSET_CHECKPOINT, offset)
         except OSError as exc:
             raise _storage_error(exc, f"writing the log start of {self.path}") from exc
         self._log_start = offset

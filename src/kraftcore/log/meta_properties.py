@@ -39,17 +39,17 @@ import re
 import time
 
 from kraftcore.errors import ConfigError, LogError
+from kraftcore.layout import META_PROPERTIES_FILE
 from kraftcore.log import fileio
 from kraftcore.types import Uuid
 
 __all__ = [
-    "META_PROPERTIES", "VERSION", "MetaProperties", "MetaPropertiesError",
+    "VERSION", "MetaProperties", "MetaPropertiesError",
     "NotFormattedError", "AlreadyFormattedError", "parse_properties", "store_properties",
     "validate_cluster_id", "read_meta_properties", "write_meta_properties",
     "node_directories", "format_directories", "check_formatted",
 ]
 
-META_PROPERTIES = "meta.properties"
 VERSION = 1
 
 # What Kafka's `Uuid.fromString` accepts (kafka-facts §1.3): URL-safe base64 that decodes to
@@ -236,7 +236,7 @@ class MetaProperties:
         return store_properties(self.to_properties(), now_ms).encode("utf-8")
 
     @classmethod
-    def from_bytes(cls, data, path=META_PROPERTIES):
+    def from_bytes(cls, data, path=META_PROPERTIES_FILE):
         """Parse a file's bytes; MetaPropertiesError (naming `path`) when it is not a
         KRaft meta.properties."""
         try:
@@ -275,7 +275,7 @@ class MetaProperties:
 def read_meta_properties(directory):
     """The `MetaProperties` of `directory`, or None when it has no `meta.properties` (or
     does not exist). MetaPropertiesError when the file cannot be read or parsed."""
-    path = os.path.join(directory, META_PROPERTIES)
+    path = os.path.join(directory, META_PROPERTIES_FILE)
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -293,7 +293,7 @@ def write_meta_properties(directory, meta, now_ms=None):
     directory fsync). `now_ms` dates the file (default: the wall clock)."""
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
-    fileio.write_atomic(os.path.join(directory, META_PROPERTIES), meta.to_bytes(now_ms))
+    fileio.write_atomic(os.path.join(directory, META_PROPERTIES_FILE), meta.to_bytes(now_ms))
 
 
 def node_directories(config):

@@ -17,12 +17,12 @@ raises `CheckpointError`; a missing file reads as None (a node that never voted)
 import json
 import os
 
+from kraftcore.layout import QUORUM_STATE_FILE
 from kraftcore.log import fileio
 from kraftcore.log.checkpoint import CheckpointError
 from kraftcore.protocol.schema import Field as F, adopt, message
 from kraftcore.types import ElectionState
 
-FILE_NAME = "quorum-state"
 DATA_VERSIONS = (0, 1)
 NO_ID = -1
 # The file is one short line; anything longer is not a quorum-state file.
@@ -57,7 +57,7 @@ def encode(state, data_version):
     return json.dumps(doc, separators=(",", ":")).encode("utf-8")
 
 
-def decode(raw, where=FILE_NAME):
+def decode(raw, where=QUORUM_STATE_FILE):
     """Parse a quorum-state file's bytes (only the first line counts, as in Kafka)."""
     try:
         doc = json.loads(raw.split(b"\n", 1)[0].decode("utf-8"))
@@ -83,7 +83,7 @@ def decode(raw, where=FILE_NAME):
 
 def read(directory):
     """The election state stored in `directory`, or None when there is no file yet."""
-    path = os.path.join(directory, FILE_NAME)
+    path = os.path.join(directory, QUORUM_STATE_FILE)
     try:
         with open(path, "rb") as f:
             raw = f.read(FILE_BYTES_MAX + 1)
@@ -96,4 +96,4 @@ def read(directory):
 
 def write(directory, state, data_version):
     """Replace the file in `directory` with `state` atomically and durably."""
-    fileio.write_atomic(os.path.join(directory, FILE_NAME), encode(state, data_version))
+    fileio.write_atomic(os.path.join(directory, QUORUM_STATE_FILE), encode(state, data_version))

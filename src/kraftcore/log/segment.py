@@ -17,49 +17,18 @@ this module moves bytes between them and the files.
 """
 
 import os
-import struct
 
 from kraftcore import codec
-from kraftcore._py.segment import OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES, RELATIVE_OFFSET_MAX
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
-from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
-from kraftcore.log import fileio
+from kraftcore.layout import (BASE_OFFSET_OFFSET, BATCH_HEAD, BATCH_HEADER_BYTES,
+                              INDEX_SUFFIX, LOG_SUFFIX, OFFSET_AND_LENGTH, OFFSET_INDEX_ENTRY,
+                              OFFSET_INDEX_ENTRY_BYTES, RELATIVE_OFFSET_MAX, SEGMENT_SUFFIXES,
+                              STRAY_SUFFIX, TIME_INDEX_ENTRY, TIME_INDEX_ENTRY_BYTES,
+                              TIME_INDEX_SUFFIX, file_prefix, LOG_OVERHEAD_BYTES)
+from kraftcore.log import fileio, reader
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-# Added to the names of segment files the log sets aside instead of deleting them (files
-# that are not part of the log, or that lie past a gap it was opened up to). Kafka renames
-# a stray partition directory aside in the same spirit (`-stray`, KIP-858).
-STRAY_SUFFIX = ".stray"
-_TIME_ENTRY = struct.Struct(">qi")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length
 # Bytes read at a time when walking headers from an index entry to a batch.
 READ_CHUNK_BYTES = 64 * 1024
-
-
-def file_prefix(base_offset):
-    """The 20-digit zero-padded base offset that names a segment's files."""
-    return f"{base_offset:020d}"
-
-
-def parse_prefix(name):
-    """The base offset named by a segment file name, or None if it is not one."""
-    stem, dot, _ = name.partition(".")
-    if dot and len(stem) == 20 and stem.isdigit():
-        return int(stem)
-    return None
-
-
-def _torn_header_zero_bytes(offset):
-    """How many zero bytes a batch header at `offset` can start with: the leading zero
-    bytes of its int64 base offset, and when all eight are, up to three of its int32 batch
-    length (at least 49). Its magic byte (2) at byte 16 is never zero."""
-    head = offset.to_bytes(8, "big", signed=True)
-    zeros = len(head) - len(head.lstrip(b"\0"))
-    return zeros + 3 if zeros == 8 else zeros
 
 
 def set_aside_names(directory, base_offset):
@@ -70,7 +39,7 @@ def set_aside_names(directory, base_offset):
     n = 0
     while True:
         tag = STRAY_SUFFIX if n == 0 else f".{n}{STRAY_SUFFIX}"
-        names = {suffix: prefix + suffix + tag for suffix in SUFFIXES}
+        names = {suffix: prefix + suffix + tag for suffix in SEGMENT_SUFFIXES}
         if not any(os.path.lexists(os.path.join(directory, name)) for name in names.values()):
             return names
         n += 1
@@ -85,14 +54,14 @@ def misplaced_first_batch(directory, base_offset, batch_bytes_max):
     Reads the first 12 bytes, and the first batch only when they name another offset."""
     fd = fileio.open_file(os.path.join(directory, file_prefix(base_offset) + LOG_SUFFIX))
     try:
-        head = fileio.pread(fd, _BATCH_HEAD.size, 0)
-        if len(head) < _BATCH_HEAD.size:
+        head = fileio.pread(fd, LOG_OVERHEAD_BYTES, 0)
+        if len(head) < LOG_OVERHEAD_BYTES:
             return None
-        first, length = _BATCH_HEAD.unpack(head)
+        first, length = OFFSET_AND_LENGTH.unpack(head)
         if first == base_offset or not (
-                RECORD_BATCH_OVERHEAD_BYTES <= _BATCH_HEAD.size + length <= batch_bytes_max):
+                BATCH_HEADER_BYTES <= LOG_OVERHEAD_BYTES + length <= batch_bytes_max):
             return None
-        data = fileio.pread(fd, _BATCH_HEAD.size + length, 0)
+        data = fileio.pread(fd, LOG_OVERHEAD_BYTES + length, 0)
     finally:
         fileio.close(fd)
     try:
@@ -184,7 +153,7 @@ class Segment(codec.SegmentState):
     def delete(self):
         """Close and remove the segment's files (a missing file is fine)."""
         self.close()
-        for suffix in SUFFIXES:
+        for suffix in SEGMENT_SUFFIXES:
             try:
                 fileio.unlink(self.path(suffix))
             except FileNotFoundError:
@@ -202,10 +171,10 @@ class Segment(codec.SegmentState):
         """Rebuild the in-memory state (indexes, end, max timestamp) by scanning the whole
         `.log` (kafka-facts §3.7), writing nothing: `finish_scan` cuts the file after the
         last valid batch and writes the indexes once the log has decided to keep the
-        segment. Returns the scan result (`.error` says why the scan stopped early: a torn,
-        corrupt or misplaced batch; `.epochs` the leader epochs it started) and whether all
-        the bytes after the valid ones are zeros (space preallocated or prefilled ahead of
-        the data, not a torn write)."""
+        segment. Returns the scan result (`.epochs` the leader epochs it started) and, when
+        the scan stopped before the end of the file, the `reader.Damage` saying why: a
+        torn, corrupt or misplaced batch, or a zero tail (space preallocated or prefilled
+        ahead of the data, not a torn write), judged by `kraftcore.log.reader`'s rules."""
         self.offset_index = bytearray()
         self.time_index = bytearray()
         self.bytes_since_index = 0
@@ -221,16 +190,14 @@ class Segment(codec.SegmentState):
         self._take(result)
         self.size = result.valid_bytes
         self.next_offset = result.next_offset if result.batches else self.base_offset
-        zeros = len(data) - self.size
-        # Zeros after the data are space written ahead of it (prefill_bytes, preallocate),
-        # unless the log writes none and there are no more of them than a torn header
-        # could start with (its base offset's high bytes, then its length's): then they
-        # may be the first bytes of a batch whose write was cut short.
-        config = self.config
-        zero_tail = data.count(0, self.size) == zeros and (
-            config.preallocate or config.prefill_bytes
-            or zeros > _torn_header_zero_bytes(self.next_offset))
-        return result, zero_tail
+        damage = None
+        if self.size < len(data):
+            config = self.config
+            damage = reader.judge_stop(
+                data, self.size, result.error, file=self.path(LOG_SUFFIX),
+                next_offset=self.next_offset,
+                zeros_written=bool(config.preallocate or config.prefill_bytes))
+        return result, damage
 
     def finish_scan(self):
         """After `scan`: cut the file after the last valid batch and rewrite the indexes
@@ -261,7 +228,8 @@ class Segment(codec.SegmentState):
     def _load_tail(self):
         position = 0
         if self.offset_index:
-            position = _OFFSET_ENTRY.unpack_from(self.offset_index, len(self.offset_index) - 8)[1]
+            position = OFFSET_INDEX_ENTRY.unpack_from(
+                self.offset_index, len(self.offset_index) - OFFSET_INDEX_ENTRY_BYTES)[1]
         tail = fileio.pread(self.log_fd, self.size - position, position)
         result = codec.scan_batches(
             tail, self.base_offset, position, self.config.index_interval_bytes, 0,
@@ -271,7 +239,8 @@ class Segment(codec.SegmentState):
             raise CorruptRecordError("no batch at the last index entry", position)
         last_ts, relative = (-1, 0)
         if self.time_index:
-            last_ts, relative = _TIME_ENTRY.unpack_from(self.time_index, len(self.time_index) - 12)
+            last_ts, relative = TIME_INDEX_ENTRY.unpack_from(
+                self.time_index, len(self.time_index) - TIME_INDEX_ENTRY_BYTES)
         self.last_index_timestamp = last_ts
         if result.max_timestamp > last_ts:
             self.max_timestamp = result.max_timestamp
@@ -358,7 +327,7 @@ class Segment(codec.SegmentState):
     def _add_final_time_entry(self):
         """Kafka's last time index entry of an inactive segment: its max timestamp."""
         if self.max_timestamp > self.last_index_timestamp:
-            self.time_index += _TIME_ENTRY.pack(
+            self.time_index += TIME_INDEX_ENTRY.pack(
                 self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
             self.last_index_timestamp = self.max_timestamp
 
@@ -395,18 +364,18 @@ class Segment(codec.SegmentState):
         position = self.position_of(offset)
         if position is None:
             return self.next_offset
-        cut = struct.unpack(">q", self.read_bytes(position, 8))[0]
+        cut = OFFSET_AND_LENGTH.unpack(self.read_bytes(position, LOG_OVERHEAD_BYTES))[0]
         relative = cut - self.base_offset
-        keep = codec.index_search(self.offset_index, OFFSET_ENTRY_BYTES, 0, 4, relative - 1) + 1
-        time_keep = codec.index_search(self.time_index, TIME_ENTRY_BYTES, 8, 4, relative - 1) + 1
-        self.offset_index_written = min(self.offset_index_written, keep * OFFSET_ENTRY_BYTES)
-        self.time_index_written = min(self.time_index_written, time_keep * TIME_ENTRY_BYTES)
+        keep = codec.index_search(self.offset_index, OFFSET_INDEX_ENTRY_BYTES, 0, 4, relative - 1) + 1
+        time_keep = codec.index_search(self.time_index, TIME_INDEX_ENTRY_BYTES, 8, 4, relative - 1) + 1
+        self.offset_index_written = min(self.offset_index_written, keep * OFFSET_INDEX_ENTRY_BYTES)
+        self.time_index_written = min(self.time_index_written, time_keep * TIME_INDEX_ENTRY_BYTES)
         fileio.truncate(self.log_fd, position)
         fileio.truncate(self.index_fd, self.offset_index_written)
         fileio.truncate(self.time_index_fd, self.time_index_written)
         fileio.sync(self.log_fd)
-        del self.offset_index[keep * OFFSET_ENTRY_BYTES:]
-        del self.time_index[time_keep * TIME_ENTRY_BYTES:]
+        del self.offset_index[keep * OFFSET_INDEX_ENTRY_BYTES:]
+        del self.time_index[time_keep * TIME_INDEX_ENTRY_BYTES:]
         self.size = self.file_bytes = position
         self.bytes_since_index = 0
         self.max_timestamp = self.offset_of_max_timestamp = self.last_index_timestamp = -1
@@ -431,20 +400,21 @@ class Segment(codec.SegmentState):
             elif partial > 0:
                 position += partial
             else:  # a batch larger than the chunk starts it: judge it by its header
-                if partial_size == 0 or len(chunk) < 27:
+                if partial_size == 0 or len(chunk) < BATCH_HEAD.size:
                     raise CorruptRecordError("truncated batch header", position)
-                base, delta = struct.unpack_from(">q", chunk)[0], struct.unpack_from(">i", chunk, 23)[0]
+                base, delta = BATCH_HEAD.unpack_from(chunk)[::6]
                 if base + delta >= offset:
                     return position
                 position += partial_size
         return None
 
     def _indexed_position(self, offset):
-        slot = codec.index_search(self.offset_index, OFFSET_ENTRY_BYTES, 0, 4,
+        slot = codec.index_search(self.offset_index, OFFSET_INDEX_ENTRY_BYTES, 0, 4,
                                   offset - self.base_offset)
         if slot < 0:
             return 0
-        return _OFFSET_ENTRY.unpack_from(self.offset_index, slot * 8)[1]
+        return OFFSET_INDEX_ENTRY.unpack_from(self.offset_index,
+                                              slot * OFFSET_INDEX_ENTRY_BYTES)[1]
 
     def read_bytes(self, position, size):
         data = fileio.pread(self.log_fd, size, position)
@@ -480,18 +450,19 @@ class Segment(codec.SegmentState):
             return memoryview(b""), offset, offset
         view = memoryview(data)[:end]
         last_batch = _last_batch_start(view)
-        next_offset = (struct.unpack_from(">q", data, last_batch)[0]
-                       + struct.unpack_from(">i", data, last_batch + 23)[0] + 1)
-        return view, struct.unpack_from(">q", data)[0], next_offset
+        last_base, last_delta = BATCH_HEAD.unpack_from(data, last_batch)[::6]
+        first_base = OFFSET_AND_LENGTH.unpack_from(data, BASE_OFFSET_OFFSET)[0]
+        return view, first_base, last_base + last_delta + 1
 
     def offset_for_timestamp(self, timestamp):
         """The first offset whose record timestamp is >= `timestamp`, None if none is."""
         if self.max_timestamp < timestamp:
             return None
-        slot = codec.index_search(self.time_index, TIME_ENTRY_BYTES, 0, 8, timestamp - 1)
+        slot = codec.index_search(self.time_index, TIME_INDEX_ENTRY_BYTES, 0, 8, timestamp - 1)
         offset = self.base_offset
         if slot >= 0:
-            offset += _TIME_ENTRY.unpack_from(self.time_index, slot * 12)[1]
+            offset += TIME_INDEX_ENTRY.unpack_from(self.time_index,
+                                                   slot * TIME_INDEX_ENTRY_BYTES)[1]
         while offset < self.next_offset:
             view, _, next_offset = self.read(offset, READ_CHUNK_BYTES, 1 << 62)
             for batch in codec.decode_batches(view, verify=False):
@@ -508,7 +479,7 @@ class Segment(codec.SegmentState):
 def _last_batch_start(view):
     position = 0
     while True:
-        size = 12 + struct.unpack_from(">i", view, position + 8)[0]
+        size = LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(view, position)[1]
         if position + size >= len(view):
             return position
         position += size

@@ -26,28 +26,21 @@ Every failed system call raises `StorageError` with the operating system's errno
 """
 
 import os
-import re
 import stat
 import threading
 
 from kraftcore.errors import StorageError
+from kraftcore.layout import (BATCH_HEADER_BYTES, DELETED_SUFFIX, LOG_OVERHEAD_BYTES,
+                              OFFSET_AND_LENGTH, SNAPSHOT_DELETED_SUFFIX, SNAPSHOT_PART_SUFFIX,
+                              SNAPSHOT_SUFFIX, parse_snapshot_name, parse_snapshot_stem,
+                              snapshot_stem)
 from kraftcore.log import fileio
 from kraftcore.types import SnapshotId
 
-SUFFIX = ".checkpoint"
-PART_SUFFIX = ".checkpoint.part"
-DELETED_SUFFIX = ".checkpoint.deleted"
-OFFSET_DIGITS = 20
-EPOCH_DIGITS = 10
 INT64_MAX = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 READ_ONLY_MODE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH  # 0o444
-# The parser reads the offset from characters [0, 20) and the epoch from [21, 31).
-_STEM = re.compile(r"^([0-9]{20})-([0-9]{10})")
-_NAME = re.compile(r"^([0-9]{20})-([0-9]{10})\.checkpoint$")
-# A record batch header is 61 bytes; its batch length (int32 at byte 8) counts from byte 12.
-_BATCH_HEADER_BYTES = 61
-_FIRST_BATCH_BYTES_MAX = 8 * 1024 * 1024 + 12
+_FIRST_BATCH_BYTES_MAX = 8 * 1024 * 1024 + LOG_OVERHEAD_BYTES
 
 
 def _snapshot_id(snapshot_id):
@@ -66,33 +59,29 @@ def file_stem(snapshot_id):
     """`<endOffset 20 digits>-<epoch 10 digits>`, the part every snapshot file name shares."""
     snapshot_id = _snapshot_id(snapshot_id)
     _check_id(snapshot_id)
-    return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}"
+    return snapshot_stem(snapshot_id.end_offset, snapshot_id.epoch)
 
 
 def file_name(snapshot_id):
     """The file name of a complete snapshot, e.g. `00000000000000001000-0000000005.checkpoint`
     for SnapshotId(1000, 5). A negative or out-of-range id is a ValueError."""
-    return file_stem(snapshot_id) + SUFFIX
-
-
-def _parse_stem(offset_text, epoch_text, name):
-    end_offset, epoch = int(offset_text), int(epoch_text)
-    if end_offset > INT64_MAX or epoch > INT32_MAX:
-        raise ValueError(f"{name!r}: end offset {end_offset} or epoch {epoch} is out of range "
-                         "(int64 offset, int32 epoch)")
-    return SnapshotId(end_offset, epoch)
+    return file_stem(snapshot_id) + SNAPSHOT_SUFFIX
 
 
 def parse_file_name(name):
     """The SnapshotId a complete snapshot's file name holds. Anything else (a `.part` or
     `.deleted` file, wrong digit counts, another suffix) is a ValueError saying what a
     snapshot file name looks like."""
-    match = _NAME.match(os.path.basename(name))
-    if not match:
+    parsed = parse_snapshot_name(os.path.basename(name))
+    if parsed is None:
         raise ValueError(
             f"{name!r} is not a snapshot file name: expected <end offset, 20 digits>-"
             "<epoch, 10 digits>.checkpoint, e.g. 00000000000000001000-0000000005.checkpoint")
-    return _parse_stem(match.group(1), match.group(2), name)
+    end_offset, epoch = parsed
+    if end_offset > INT64_MAX or epoch > INT32_MAX:
+        raise ValueError(f"{name!r}: end offset {end_offset} or epoch {epoch} is out of range "
+                         "(int64 offset, int32 epoch)")
+    return SnapshotId(end_offset, epoch)
 
 
 def _storage_error(exc, doing):
@@ -233,13 +222,13 @@ class SnapshotDirectory:
 
     def _load(self):
         for name in sorted(os.listdir(self.path)):
-            if name.endswith((PART_SUFFIX, DELETED_SUFFIX)):
-                if _STEM.match(name):
+            if name.endswith((SNAPSHOT_PART_SUFFIX, SNAPSHOT_DELETED_SUFFIX)):
+                if parse_snapshot_stem(name) is not None:
                     fileio.unlink(os.path.join(self.path, name))
                     self.deleted_files.append(name)
                 else:
                     self.skipped_files.append(name)
-            elif name.endswith(SUFFIX):
+            elif name.endswith(SNAPSHOT_SUFFIX):
                 try:
                     snapshot_id = parse_file_name(name)
                 except ValueError:
@@ -353,11 +342,11 @@ class SnapshotDirectory:
         size = self.size(snapshot_id)
         if size is None:
             return None
-        header = self.read(snapshot_id, 0, min(size, _BATCH_HEADER_BYTES))
-        if len(header) < _BATCH_HEADER_BYTES:
+        header = self.read(snapshot_id, 0, min(size, BATCH_HEADER_BYTES))
+        if len(header) < BATCH_HEADER_BYTES:
             return None
-        first_batch_bytes = int.from_bytes(header[8:12], "big", signed=True) + 12
-        if not _BATCH_HEADER_BYTES <= first_batch_bytes <= min(size, _FIRST_BATCH_BYTES_MAX):
+        first_batch_bytes = LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(header)[1]
+        if not BATCH_HEADER_BYTES <= first_batch_bytes <= min(size, _FIRST_BATCH_BYTES_MAX):
             return None
         return self.read(snapshot_id, 0, first_batch_bytes)
 
@@ -371,7 +360,7 @@ class SnapshotDirectory:
         with self._lock:
             writer = SnapshotWriter(
                 self, snapshot_id,
-                os.path.join(self.path, f"{stem}-{self._random_suffix()}{PART_SUFFIX}"))
+                os.path.join(self.path, f"{stem}-{self._random_suffix()}{SNAPSHOT_PART_SUFFIX}"))
             self._writers.append(writer)
         return writer
 
@@ -398,7 +387,7 @@ class SnapshotDirectory:
             if snapshot_id not in self._sizes:
                 return False
             path = self.path_of(snapshot_id)
-            doomed = path + DELETED_SUFFIX[len(SUFFIX):]
+            doomed = path + DELETED_SUFFIX
             try:
                 os.rename(path, doomed)
                 del self._sizes[snapshot_id]

@@ -30,11 +30,10 @@ others get their defaults), compares by value, and keeps unknown tagged fields i
 import re
 import sys
 
+from kraftcore import kernel_api as K
 from kraftcore.errors import EncodeError, UnsupportedVersionError
-from kraftcore._py import protocol as _kernel_spec
 from kraftcore.types import ZERO_UUID, Uuid
 
-K = _kernel_spec
 _SCALARS = {name: K.KINDS[name] for name in (
     "bool", "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "uuid",
     "string", "bytes", "records")}

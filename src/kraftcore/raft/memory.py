@@ -23,21 +23,19 @@ Durability model (what a simulated power loss, `crash()`, keeps):
 """
 
 import bisect
-import struct
 
 from kraftcore import codec
 from kraftcore.errors import InvalidAppendError, InvalidOffsetError, OffsetOutOfRangeError
 from kraftcore.epochs import LeaderEpochCache
-from kraftcore.raft.storage import (BATCH_HEADER, ElectionStore, RaftStorage, SnapshotDownload,
+from kraftcore.layout import (BATCH_HEAD, CONTROL_MASK, LOG_OVERHEAD_BYTES, STAMPED_HEADER,
+                              STAMPED_HEADER_BYTES)
+from kraftcore.raft.storage import (ElectionStore, RaftStorage, SnapshotDownload,
                                     check_leader_append)
 from kraftcore.raft.types import CommittedBatch
 from kraftcore.types import SnapshotId
 
-_HEADER = BATCH_HEADER
-# What a leader append rewrites: base offset, batch length (unchanged), leader epoch. All
-# three lie before the CRC's range (bytes 21..end), so the CRC stays valid.
-_STAMP = struct.Struct(">qii")
-_CONTROL = 0x20
+# What a leader append rewrites (`layout.STAMPED_HEADER`): base offset, batch length
+# (unchanged), leader epoch. All three lie before the CRC's range, so the CRC stays valid.
 
 _validate = codec.validate_batches
 _bisect_left = bisect.bisect_left
@@ -154,9 +152,10 @@ class MemoryStorage(RaftStorage):
         batch, length, attributes, delta = check_leader_append(batch, epoch, latest)
         base = self._leo
         last = base + delta
-        data = b"".join((_STAMP.pack(base, length, epoch), memoryview(batch)[16:]))
+        data = b"".join((STAMPED_HEADER.pack(base, length, epoch),
+                         memoryview(batch)[STAMPED_HEADER_BYTES:]))
         self._batches.append(_new(CommittedBatch,
-                                  (base, last, epoch, bool(attributes & _CONTROL), data)))
+                                  (base, last, epoch, bool(attributes & CONTROL_MASK), data)))
         self._bases.append(base)
         if epoch > latest:
             self._epochs.assign(epoch, base)
@@ -174,7 +173,7 @@ class MemoryStorage(RaftStorage):
         latest = self._epochs.latest_epoch
         new_batches = []
         new_epochs = []
-        unpack = _HEADER.unpack_from
+        unpack = BATCH_HEAD.unpack_from
         pos = 0
         while pos < total:
             base, length, epoch, _, _, attributes, delta = unpack(data, pos)
@@ -189,10 +188,10 @@ class MemoryStorage(RaftStorage):
                 raise InvalidAppendError(
                     f"batch at offset {base} has leader epoch {epoch}, below the log's "
                     f"latest epoch {latest}")
-            size = length + 12
+            size = length + LOG_OVERHEAD_BYTES
             expected = base + delta + 1
             new_batches.append(_new(CommittedBatch, (
-                base, expected - 1, epoch, bool(attributes & _CONTROL),
+                base, expected - 1, epoch, bool(attributes & CONTROL_MASK),
                 data if size == total else data[pos:pos + size])))
             pos += size
         self._batches += new_batches

@@ -18,14 +18,10 @@ Semantics every implementation keeps:
 """
 
 import abc
-import struct
 
 from kraftcore.errors import InvalidAppendError
+from kraftcore.layout import BATCH_HEAD, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC
 
-# A v2 batch header through lastOffsetDelta: baseOffset, batchLength, partitionLeaderEpoch,
-# magic, crc, attributes, lastOffsetDelta (kafka-facts §2.1).
-BATCH_HEADER = struct.Struct(">qiibIhi")
-BATCH_HEADER_BYTES = 61
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -44,11 +40,11 @@ def check_leader_append(batch, epoch, latest_epoch):
     size = len(batch)
     if size < BATCH_HEADER_BYTES:
         raise InvalidAppendError(f"{size} bytes cannot hold a record batch")
-    _, length, _, magic, _, attributes, delta = BATCH_HEADER.unpack_from(batch, 0)
-    if length + 12 != size or magic != 2 or delta < 0:
+    _, length, _, magic, _, attributes, delta = BATCH_HEAD.unpack_from(batch, 0)
+    if length + LOG_OVERHEAD_BYTES != size or magic != MAGIC or delta < 0:
         raise InvalidAppendError(
-            "append_as_leader takes exactly one whole v2 record batch "
-            f"({size} bytes given, the header declares {length + 12}, magic {magic})")
+            f"append_as_leader takes exactly one whole v2 record batch ({size} bytes given, "
+            f"the header declares {length + LOG_OVERHEAD_BYTES}, magic {magic})")
     return batch, length, attributes, delta
 
 

@@ -76,7 +76,7 @@ import random
 from kraftcore.codec import AppendGather, settle_calls
 from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, KraftcoreError,
                               LogClosedError, NotLeaderError)
-from kraftcore.limits import RECORD_BATCH_OVERHEAD_BYTES
+from kraftcore.layout import BATCH_HEADER_BYTES
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
 from kraftcore.raft.core import RaftCore
@@ -92,7 +92,7 @@ READYS_PER_DRIVE_MAX = 10_000
 APPEND_BATCH_RECORDS_MAX = 10_000
 APPEND_BATCH_BYTES_MAX = 1 << 20
 # What a record adds to its value at most, for `append` to keep its batches within the
-# core's batch_max_bytes (with the batch header, RECORD_BATCH_OVERHEAD_BYTES): length,
+# core's batch_max_bytes (with the batch header, BATCH_HEADER_BYTES): length,
 # attributes, timestamp and offset deltas, key length, value length, header count.
 RECORD_OVERHEAD_BYTES_MAX = 21
 # quorum-state data version written (Kafka's version 1 file).
@@ -287,7 +287,7 @@ class RaftDriver(RaftSide):
         raised (the drive then fails the node)."""
         values, ends, waiters = self._gather.take()
         budget = min(APPEND_BATCH_BYTES_MAX,
-                     self.core.config.batch_max_bytes - RECORD_BATCH_OVERHEAD_BYTES)
+                     self.core.config.batch_max_bytes - BATCH_HEADER_BYTES)
         count = len(values)
         framed = None  # None: everything fits one batch (the usual case)
         if (count > APPEND_BATCH_RECORDS_MAX

@@ -37,7 +37,8 @@ from kraftcore.log.log import Log, RecoveryReport
 from kraftcore.log.snapshots import SnapshotDirectory, SnapshotWriter
 from kraftcore.raft.control import SNAPSHOT_HEADER, decode_control_record
 from kraftcore.log import quorum_state
-from kraftcore.raft.storage import (BATCH_HEADER, ElectionStore, RaftStorage,
+from kraftcore.layout import BATCH_HEAD, CONTROL_MASK, LOG_OVERHEAD_BYTES
+from kraftcore.raft.storage import (ElectionStore, RaftStorage,
                                     SnapshotDownload, check_leader_append)
 from kraftcore.raft.types import CommittedBatch
 from kraftcore.types import SnapshotId
@@ -55,8 +56,6 @@ RETENTION_MS_DEFAULT = 7 * 24 * 3600 * 1000
 # How much `read_batches` asks the Log for at a time (a larger batch still comes whole).
 _READ_CHUNK_BYTES = 1024 * 1024
 
-_HEADER = BATCH_HEADER
-_CONTROL = 0x20
 _new = tuple.__new__
 
 
@@ -236,7 +235,7 @@ class FileRaftStorage(RaftStorage):
             raise OffsetOutOfRangeError(bad, start, leo)
         found = []
         offset = start_offset
-        unpack = _HEADER.unpack_from
+        unpack = BATCH_HEAD.unpack_from
         while offset < end_offset:
             result = log.read(offset, _READ_CHUNK_BYTES)
             view = result.records
@@ -248,9 +247,9 @@ class FileRaftStorage(RaftStorage):
                 base, length, epoch, _, _, attributes, delta = unpack(view, pos)
                 if base >= end_offset:
                     return found
-                size = length + 12
+                size = length + LOG_OVERHEAD_BYTES
                 found.append(_new(CommittedBatch, (
-                    base, base + delta, epoch, bool(attributes & _CONTROL),
+                    base, base + delta, epoch, bool(attributes & CONTROL_MASK),
                     bytes(view[pos:pos + size]))))
                 pos += size
             offset = result.next_offset

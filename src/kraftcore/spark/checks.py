@@ -36,6 +36,7 @@ from typing import NamedTuple
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, KraftcoreError, ProtocolError,
                               UnsupportedCompressionError)
+from kraftcore.log import reader
 from kraftcore.log.snapshots import parse_file_name
 from kraftcore.metadata import records as R
 from kraftcore.raft.control import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, decode_control_record
@@ -250,64 +251,37 @@ PARTITION_FIELDS = ("topic_id", "topic_name", "partition_id", "replicas", "isr",
                     "leader_epoch", "partition_epoch", "offset")
 CONFIG_FIELDS = ("resource_type", "resource_name", "name", "value", "offset")
 
-_HEADER_BYTES = 61
-_BATCH_LENGTH_MIN = 49
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
-_CRC = struct.Struct(">I")
 _TIMESTAMP = struct.Struct(">q")
 _DECODE_ERRORS = (CorruptRecordError, UnsupportedCompressionError)
 
 
 def _batches(view, result):
     """[(position, batch)] of every batch of `view` that decodes. The whole buffer is
-    decoded in one native call; only when that fails is it walked batch by batch, to report
-    every bad batch (and keep the good ones)."""
+    decoded in one native call; only when that fails is it read batch by batch
+    (`kraftcore.log.reader`, going on past every damaged batch whose length is whole), to
+    report every bad batch (and keep the good ones)."""
     try:
         return [(b.position, b) for b in codec.decode_batches(view)]
     except _DECODE_ERRORS:
         pass
     result.damaged = True
     found = []
-    total = len(view)
-    pos = 0
-    while pos < total:
-        left = total - pos
-        if left < _HEADER_BYTES:
-            result.violate("batch-format", f"the last {left} bytes are not a whole batch "
-                           f"(a batch header is {_HEADER_BYTES} bytes)", position=pos)
-            break
-        base_offset, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
-        size = 12 + length
-        if length < _BATCH_LENGTH_MIN or size > left:
-            result.violate("batch-format", f"the batch at byte {pos} declares a length of "
-                           f"{length} bytes; {left - 12} follow it: the file is truncated "
-                           "or the length field is damaged, nothing after it can be read",
+    for item in reader.read_buffer(view, resume=True):
+        if not isinstance(item, reader.Damage):
+            [batch] = codec.decode_batches(item.data, verify=False)
+            found.append((item.position, batch))
+            continue
+        pos, offset = item.position, item.base_offset if item.base_offset >= 0 else None
+        if item.kind == reader.CRC:
+            result.violate("batch-crc", f"the batch at byte {pos} (base offset {offset}) "
+                           f"fails its CRC-32C check: {item.reason}", offset=offset,
                            position=pos)
-            break
-        magic = view[pos + 16]
-        if magic != 2:
-            result.violate("batch-format", f"the batch at byte {pos} (base offset "
-                           f"{base_offset}) has magic {magic}, not 2", position=pos)
-            pos += size
-            continue
-        stored = _CRC.unpack_from(view, pos + 17)[0]
-        computed = codec.crc32c(view[pos + 21:pos + size])
-        if stored != computed:
-            result.violate("batch-crc", f"the batch at byte {pos} (base offset "
-                           f"{base_offset}) has CRC-32C {computed:#010x}, its header says "
-                           f"{stored:#010x}", offset=base_offset, position=pos)
-            pos += size
-            continue
-        try:
-            [batch] = codec.decode_batches(view[pos:pos + size])
-        except _DECODE_ERRORS as exc:
-            where = pos + (exc.position or 0)
-            result.violate("batch-format", f"the batch at byte {pos} (base offset "
-                           f"{base_offset}) does not decode: {exc.reason}",
-                           offset=base_offset, position=where)
+        elif item.size:
+            result.violate("batch-format", f"the batch at byte {pos} (base offset {offset}) "
+                           f"does not decode: {item.reason}", offset=offset, position=pos)
         else:
-            found.append((pos, batch))
-        pos += size
+            result.violate("batch-format", f"the file is truncated or damaged at byte {pos}, "
+                           f"nothing after it can be read: {item.reason}", position=pos)
     return found
 
 

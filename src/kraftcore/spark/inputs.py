@@ -23,11 +23,10 @@ import os
 from typing import NamedTuple
 
 from kraftcore.errors import KraftcoreError
+from kraftcore.layout import SNAPSHOT_SUFFIX
 from kraftcore.spark.replay import find_log_dir
 
-__all__ = ["InputError", "Node", "discover_nodes", "list_snapshot_files", "SUFFIX"]
-
-SUFFIX = ".checkpoint"
+__all__ = ["InputError", "Node", "discover_nodes", "list_snapshot_files"]
 
 
 class InputError(KraftcoreError):
@@ -52,7 +51,7 @@ def list_snapshot_files(root):
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not _hidden(d)]
         for name in filenames:
-            if name.endswith(SUFFIX) and not _hidden(name):
+            if name.endswith(SNAPSHOT_SUFFIX) and not _hidden(name):
                 path = os.path.join(dirpath, name)
                 if os.path.isfile(path):
                     found.append(path)

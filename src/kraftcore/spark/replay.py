@@ -9,44 +9,35 @@ the comparison is record by record, keyed by what each record is about, so a dif
 reported as "PartitionRecord orders-3 differs: leader 2 in the snapshot, 1 in the log
 replay".
 
-Reading is strictly read-only: the segments are mapped and walked batch by batch (each
-batch's CRC-32C checked), nothing is recovered, truncated or written. Where the log does
-not start at offset 0 (its older segments were deleted after a snapshot), the replay starts
-from the node's first snapshot that ends inside the log; that snapshot and the ones before
-it are counted as "not covered by the log", as are snapshots past the log's end.
+Reading is strictly read-only and follows a node's recovery (`kraftcore.log.reader`: each
+batch checked, its CRC-32C and records; nothing is recovered, truncated or written). Where
+the log does not start at offset 0 (its older segments were deleted after a snapshot), the
+replay starts from the node's first snapshot that ends inside the log; that snapshot and
+the ones before it are counted as "not covered by the log", as are snapshots past the log's
+end.
 
 A torn batch at the end of the last segment (a crash during an append) ends the log there,
-as Kafka's recovery would, and so does an all-zero batch header there (space a running
-node preallocated or prefilled past its data). Anything else wrong with the log (a bad
-CRC, a gap in the offsets, a record that does not replay) is a `log-replay` violation
-naming the segment and the byte, and the snapshots after it are not verified.
+as recovery would, and so do zeros written ahead of the data (space a running node
+preallocated or prefilled). Anything else wrong with the log (a bad CRC, a gap in the
+offsets, a record that does not replay) is a `log-replay` violation naming the segment and
+the byte, and the snapshots after it are not verified.
 """
 
 import itertools
-import mmap
 import os
-import re
-import struct
 from typing import NamedTuple
 
-from kraftcore import codec
 from kraftcore.errors import KraftcoreError
+from kraftcore.layout import LOG_SUFFIX, METADATA_PARTITION_DIR, parse_segment_name
+from kraftcore.log import reader
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import image_records
-from kraftcore.raft.types import CommittedBatch
 from kraftcore.spark.checks import (PAIR_DIFFERENCES_MAX, Violation, describe,
                                     field_differences, keyed, snapshot_id_text,
                                     snapshot_records)
 
-__all__ = ["find_log_dir", "iter_log_batches", "replay_node", "ReplayResult", "LogProblem",
-           "SEGMENT_NAME"]
+__all__ = ["find_log_dir", "iter_log_batches", "replay_node", "ReplayResult", "LogProblem"]
 
-SEGMENT_NAME = re.compile(r"^([0-9]{20})\.log$")
-_HEADER = struct.Struct(">qiibIhi")  # base, length, epoch, magic, crc, attributes, delta
-_CRC_START = 21
-_HEADER_BYTES_UP_TO_MAGIC = 17
-_BATCH_LENGTH_MIN = 49
-_CONTROL = 0x20
 # The most bytes of log batches handed to the loader at once.
 _APPLY_BYTES = 8 * 1024 * 1024
 
@@ -62,16 +53,6 @@ class LogProblem(Exception):
         self.offset = offset
 
 
-def segment_files(log_dir):
-    """The `.log` segments of a partition directory, by base offset."""
-    found = []
-    for name in os.listdir(log_dir):
-        match = SEGMENT_NAME.match(name)
-        if match and os.path.isfile(os.path.join(log_dir, name)):
-            found.append((int(match.group(1)), os.path.join(log_dir, name)))
-    return [path for _, path in sorted(found)]
-
-
 def find_log_dir(root):
     """The metadata log directory under `root`: the one directory holding `.log` segments
     (`__cluster_metadata-0` preferred when there are several). None when there is none;
@@ -79,10 +60,10 @@ def find_log_dir(root):
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        if any(SEGMENT_NAME.match(name) for name in filenames):
+        if any(parse_segment_name(name, (LOG_SUFFIX,)) for name in filenames):
             found.append(dirpath)
     if len(found) > 1:
-        preferred = [d for d in found if os.path.basename(d) == "__cluster_metadata-0"]
+        preferred = [d for d in found if os.path.basename(d) == METADATA_PARTITION_DIR]
         if len(preferred) == 1:
             return preferred[0]
         raise ValueError(f"{root} holds several directories of .log segments "
@@ -91,61 +72,25 @@ def find_log_dir(root):
 
 
 def iter_log_batches(log_dir):
-    """Every batch of the log in `log_dir`, as `CommittedBatch`es in offset order. Raises
-    `LogProblem` (lazily, when reached) for a bad batch or a gap in the offsets."""
-    segments = segment_files(log_dir)
-    expected = None
-    for index, segment in enumerate(segments):
-        last_segment = index == len(segments) - 1
-        with open(segment, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                continue
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
-                try:
-                    for batch in _segment_batches(view, segment, last_segment, expected):
-                        expected = batch.last_offset + 1
-                        yield batch
-                finally:
-                    view.release()
-
-
-def _segment_batches(view, segment, last_segment, expected):
-    total = len(view)
-    pos = 0
-    name = os.path.basename(segment)
-    while pos < total:
-        left = total - pos
-        if left < _HEADER_BYTES_UP_TO_MAGIC:
-            if last_segment:
-                return  # a torn append: the log ends here
-            raise LogProblem(f"{name} ends with {left} bytes that are not a batch", segment,
-                             pos)
-        base, length, epoch, magic, crc, attributes, delta = _HEADER.unpack_from(
-            view, pos) if left >= _HEADER.size else (*struct.unpack_from(">qi", view, pos),
-                                                     0, 0, 0, 0, 0)
-        size = 12 + length
-        if last_segment and base == 0 and length == 0:
-            return  # an all-zero header: space preallocated or prefilled, not data
-        if length < _BATCH_LENGTH_MIN or size > left:
-            if last_segment and length >= _BATCH_LENGTH_MIN:
-                return  # a torn append
-            raise LogProblem(f"the batch at byte {pos} of {name} declares {length} bytes "
-                             f"and {left - 12} follow", segment, pos, base)
-        if magic != 2:
-            raise LogProblem(f"the batch at byte {pos} of {name} has magic {magic}", segment,
-                             pos, base)
-        if codec.crc32c(view[pos + _CRC_START:pos + size]) != crc:
-            raise LogProblem(f"the batch at byte {pos} of {name} (base offset {base}) fails "
-                             "its CRC-32C check", segment, pos, base)
-        if expected is not None and base != expected:
-            raise LogProblem(f"the offsets jump from {expected - 1} to {base} at byte {pos} of "
-                             f"{name}", segment, pos, base)
-        yield CommittedBatch(base, base + delta, epoch, bool(attributes & _CONTROL),
-                             bytes(view[pos:pos + size]))
-        expected = base + delta + 1
-        pos += size
+    """Every batch of the log in `log_dir`, as `reader.LogBatch`es in offset order. Raises
+    `LogProblem` (lazily, when reached) for a bad batch or a gap in the offsets; a torn
+    tail of the last segment ends the log quietly."""
+    for item in reader.read_directory(log_dir):
+        if not isinstance(item, reader.Damage):
+            yield item
+            continue
+        if item.kind == reader.TORN:
+            return  # a torn append: the log ends here
+        name = os.path.basename(item.file)
+        if item.kind == reader.GAP:
+            message = item.reason
+        elif item.kind == reader.CRC:
+            message = (f"the batch at byte {item.position} of {name} (base offset "
+                       f"{item.base_offset}) fails its CRC-32C check ({item.reason})")
+        else:
+            message = f"the batch at byte {item.position} of {name}: {item.reason}"
+        raise LogProblem(message, item.file, item.position,
+                         item.base_offset if item.base_offset >= 0 else None)
 
 
 class ReplayResult(NamedTuple):
