@@ -74,10 +74,10 @@ import time
 
 import pytest
 
-from kraftcore.cli.cluster import start_node
 from kraftcore.errors import KraftcoreError
 from kraftcore.net import Connection
 from kraftcore.protocol import messages as m
+from kraftcore.runtime.local_cluster import start_node
 
 KRAFTCORE = [sys.executable, "-m", "kraftcore.cli.main"]
 WAIT_S = 60  # bound of every wait for a cluster state (never a timing goal)
@@ -474,7 +474,7 @@ class PySyncObjNode:
 @pytest.mark.parametrize("config", list(PYSYNCOBJ_CONFIGS))
 def test_commit_throughput_pysyncobj(benchmark, tmp_path, config):
     pytest.importorskip("pysyncobj")
-    from kraftcore.cli.cluster import free_ports
+    from kraftcore.runtime.local_cluster import free_ports
 
     addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
     nodes = []

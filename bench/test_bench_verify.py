@@ -329,7 +329,7 @@ def _run(command, env=None):
 def _recorder_exited(pid, timeout=600):
     """Wait for the recorder a first start left behind (it exits once its JVM has written
     the archive)."""
-    from kraftcore.spark.session import wait_for_exit
+    from kraftcore.spark.cds import wait_for_exit
 
     if not wait_for_exit(pid, timeout):
         raise TimeoutError(f"the recorder {pid} still runs after {timeout} s")
@@ -337,14 +337,14 @@ def _recorder_exited(pid, timeout=600):
 
 def _archive_written(cache, timeout=600):
     """Wait until the archive a `kraftcore verify` process left to its JVM is written."""
-    from kraftcore.spark import session as S
+    from kraftcore.spark.cds import has_header
 
     directory = os.path.join(cache, "kraftcore", "spark-cds")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for name in os.listdir(directory) if os.path.isdir(directory) else ():
             path = os.path.join(directory, name)
-            if S._has_header(path) and time.time() - os.stat(path).st_mtime > 2:
+            if has_header(path) and time.time() - os.stat(path).st_mtime > 2:
                 return
         time.sleep(0.5)
     raise TimeoutError(f"no class-data archive in {directory} after {timeout} s")

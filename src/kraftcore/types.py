@@ -7,6 +7,10 @@
 * `SnapshotId`: a snapshot's (end offset, epoch), as Raft, the snapshot files and the tools
   name it.
 * `ElectionState`: what a Raft node remembers across restarts (the `quorum-state` file).
+* `RegistrationResult`, `HeartbeatResult`: the active controller's answers to a broker's
+  registration and heartbeat, as the controller returns them and as `BrokerLifecycle`
+  takes them (Kafka's `BrokerRegistrationReply`, `BrokerHeartbeatReply`), whether they
+  came from a local controller or over the network.
 """
 
 import base64
@@ -71,6 +75,20 @@ class SnapshotId(NamedTuple):
 
     end_offset: int
     epoch: int
+
+
+class RegistrationResult(NamedTuple):
+    """A broker registration the active controller accepted: the broker's epoch."""
+
+    broker_epoch: int
+
+
+class HeartbeatResult(NamedTuple):
+    """The active controller's answer to a broker heartbeat (kafka-facts §8.3)."""
+
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
 
 
 @dataclasses.dataclass(frozen=True)

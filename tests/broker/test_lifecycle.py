@@ -9,11 +9,10 @@ from kraftcore.broker import metadata as broker_metadata
 from kraftcore.broker.lifecycle import (FENCED, OFFLINE, ONLINE, STOPPING,
                                         TRANSITIONS_KEPT_MAX, BrokerLifecycle, BrokerState,
                                         HeartbeatRequest, RegisterRequest, submit_request)
-from kraftcore.controller.cluster import HeartbeatResult, RegistrationResult
 from kraftcore.controller.replication import NewTopic
 from kraftcore.errors import ConfigError, ControllerError, NotControllerError
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.types import Uuid
+from kraftcore.types import HeartbeatResult, RegistrationResult, Uuid
 from tests.controller.harness import Harness
 
 INCARNATION = Uuid.from_ints(0xB0, 1)

@@ -1,8 +1,6 @@
-"""`kraftcore quorum | topics | brokers | configs` against controllers served in-process:
-a `kraftcore.net.Listener` on 127.0.0.1 (a background thread's event loop) answers with
-`kraftcore.runtime.controller_api` over a `LocalQuorum`, and DescribeQuorum with the
-quorum's own `RaftCore`. A second listener plays a standby controller that answers
-NOT_CONTROLLER / NOT_LEADER_OR_FOLLOWER, so redirects are exercised too.
+"""`kraftcore quorum | topics | brokers | configs` against controllers served in-process
+(`tests.admin.servers`: an active controller and a standby that answers NOT_CONTROLLER /
+NOT_LEADER_OR_FOLLOWER, so redirects are exercised too).
 
 The commands run through `kraftcore.cli.main.main([...])` in the test thread. No test
 asserts on a duration; the thread joins and futures have hang guards only.
@@ -11,168 +9,21 @@ asserts on a duration; the thread joins and futures have hang guards only.
 import asyncio
 import json
 import socket
-import sys
-import threading
 
 import pytest
 
+from kraftcore.admin.client import SOURCE_TOPIC, config_doc, quorum_summary
 from kraftcore.cli import admin
 from kraftcore.cli.main import main
 from kraftcore.controller.replication import NewTopic
 from kraftcore.net import Listener
 from kraftcore.protocol import messages as m
-from kraftcore.protocol.error_codes import ErrorCode as E
 from kraftcore.types import Uuid
-from kraftcore.raft import rpc
-from kraftcore.raft.types import RaftMessage
-from kraftcore.runtime.controller_api import handle_controller_request
-from kraftcore.controller.local import LocalQuorum
 
-from tests.runtime.test_controller_api import LocalFacade, StandbyFacade
+from tests.admin import servers
+from tests.admin.servers import Cluster, LoopThread, brokers, cluster  # noqa: F401 (fixtures)
 
-HANG_GUARD_S = 60
 QUICK_MS = "10000"  # --timeout-ms of commands expected to succeed (a hang guard)
-
-
-class LoopThread:
-    """An event loop in a daemon thread; `call(coro)` runs a coroutine there."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(HANG_GUARD_S)
-
-    def stop(self):
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(HANG_GUARD_S)
-        self.loop.close()
-
-
-class ActiveController:
-    """Node 1: a LocalQuorum whose controller is active and whose RaftCore leads. Every
-    controller RPC goes to controller_api; DescribeQuorum to the RaftCore (its answer is
-    caught from the Readys the quorum drives)."""
-
-    def __init__(self, controllers):
-        self.quorum = LocalQuorum()
-        self.facade = LocalFacade(self.quorum, controllers)
-        self.outbox = []
-        self._correlation = 0
-        take_ready = self.quorum.core.take_ready
-
-        def capture():
-            ready = take_ready()
-            if ready is not None:
-                self.outbox.extend(ready.messages)
-            return ready
-        self.quorum.core.take_ready = capture
-
-    async def handle(self, request, peer):
-        if request.api_key == 55:
-            self._correlation += 1
-            cid = self._correlation
-            self.quorum.core.handle(RaftMessage(-1, self.quorum.node_id, cid, request.body),
-                                    self.quorum.now_ms)
-            self.quorum.run()
-            (answer,) = [msg.body for msg in self.outbox
-                         if msg.destination == -1 and msg.correlation_id == cid]
-            self.outbox.clear()
-            return answer
-        return await handle_controller_request(self.facade, request)
-
-
-class Standby:
-    """Node 2: a standby controller. Operations fail with NOT_CONTROLLER naming node 1,
-    DescribeQuorum answers NOT_LEADER_OR_FOLLOWER naming node 1, reads use node 1's
-    committed image."""
-
-    def __init__(self, active, leader_known=True):
-        self.facade = StandbyFacade(None, node_id=2, active=1 if leader_known else None)
-        self.active = active
-        self.leader_known = leader_known
-        self.facade.controllers = lambda: self.active.facade.controllers()
-
-    async def handle(self, request, peer):
-        self.facade.image = self.active.facade.image
-        if request.api_key == 55:
-            return rpc.describe_quorum_response(E.NOT_LEADER_OR_FOLLOWER,
-                                                1 if self.leader_known else -1, 1)
-        return await handle_controller_request(self.facade, request)
-
-
-class Cluster:
-    def __init__(self, standby_knows_leader=True):
-        self.thread = LoopThread()
-        self.controllers = {}
-        self.active = self.thread.call(self._make_active())
-        self.standby_node = Standby(self.active, standby_knows_leader)
-        self.standby = self.thread.call(Listener.start("127.0.0.1", 0,
-                                                       self.standby_node.handle))
-        self.controllers[2] = ("127.0.0.1", self.standby.port)
-
-    async def _make_active(self):
-        active = ActiveController(self.controllers)
-        self.listener = await Listener.start("127.0.0.1", 0, active.handle)
-        self.controllers[1] = ("127.0.0.1", self.listener.port)
-        active.facade._controllers = self.controllers  # live: filled in as nodes start
-        return active
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.listener.port}"
-
-    @property
-    def standby_address(self):
-        return f"127.0.0.1:{self.standby.port}"
-
-    def on_loop(self, fn, *args, **kwargs):
-        async def run():
-            return fn(*args, **kwargs)
-        return self.thread.call(run())
-
-    def add_broker(self, broker_id, *, unfence=True):
-        def register():
-            quorum = self.active.quorum
-            result = quorum.call("register_broker", broker_id,
-                                 Uuid.from_ints(broker_id, broker_id),
-                                 cluster_id=quorum.controller.config.cluster_id,
-                                 listeners=[("PLAINTEXT", "127.0.0.1", 9090 + broker_id, 0)])
-            if unfence:
-                quorum.call("broker_heartbeat", broker_id, result.broker_epoch,
-                            metadata_offset=10**9)
-            return result.broker_epoch
-        return self.on_loop(register)
-
-    def heartbeat(self, broker_id, epoch, **flags):
-        return self.on_loop(self.active.quorum.call, "broker_heartbeat", broker_id, epoch,
-                            metadata_offset=10**9, **flags)
-
-    @property
-    def image(self):
-        return self.on_loop(lambda: self.active.facade.image)
-
-    def close(self):
-        self.thread.call(self.listener.close())
-        self.thread.call(self.standby.close())
-        self.thread.stop()
-
-
-@pytest.fixture
-def cluster():
-    c = Cluster()
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def brokers(cluster):
-    epochs = {b: cluster.add_broker(b) for b in (1, 2, 3)}
-    return cluster, epochs
 
 
 def kraftcore(capsys, *argv):
@@ -264,7 +115,7 @@ def test_quorum_summary_with_followers_and_observers():
                              last_caught_up_timestamp=1490)],
         observers=[cls.ReplicaState(replica_id=10, log_end_offset=60,
                                     replica_directory_id=Uuid.from_ints(1, 2))])
-    summary = admin.quorum_summary(part, "c", {1: ["CONTROLLER://h1:1"], 2: ["h2:2"]})
+    summary = quorum_summary(part, "c", {1: ["CONTROLLER://h1:1"], 2: ["h2:2"]})
     assert (summary["max_follower_lag"], summary["max_follower_lag_time_ms"]) == (20, 1100)
     assert [(r["node_id"], r["lag"], r["status"]) for r in summary["replicas"]] == [
         (2, 0, "Leader"), (1, 20, "Follower"), (3, 0, "Follower"), (10, 40, "Observer")]
@@ -283,7 +134,7 @@ def test_quorum_summary_with_followers_and_observers():
     # Every voter caught up: no lag, and no lag time either.
     for v in part.current_voters:
         v.log_end_offset = 100
-    again = admin.quorum_summary(part, "c", {})
+    again = quorum_summary(part, "c", {})
     assert (again["max_follower_lag"], again["max_follower_lag_time_ms"]) == (0, 0)
 
 
@@ -419,7 +270,7 @@ def test_brokers_list_from_a_server_without_epochs(brokers, capsys, monkeypatch)
     """A server that does not send kraftcore's BrokerEpoch tag (a Kafka controller): the
     epoch shows as '-' and null."""
     cluster, _ = brokers
-    original = handle_controller_request
+    original = servers.handle_controller_request
 
     async def without_epochs(facade, request):
         response = await original(facade, request)
@@ -428,7 +279,7 @@ def test_brokers_list_from_a_server_without_epochs(brokers, capsys, monkeypatch)
                 b.broker_epoch = -1
         return response
 
-    monkeypatch.setattr(sys.modules[__name__], "handle_controller_request", without_epochs)
+    monkeypatch.setattr(servers, "handle_controller_request", without_epochs)
     doc = json.loads(ok(capsys, "brokers", "list", "--bootstrap-controller", cluster.address,
                         "--json"))
     assert [b["epoch"] for b in doc["brokers"]] == [None, None, None]
@@ -522,7 +373,7 @@ def test_config_lines_from_a_v0_answer():
     default = cls.DescribeConfigsResourceResult(name=UNCLEAN, value="false", is_default=True)
     secret = cls.DescribeConfigsResourceResult(name="x.password", value=None,
                                                is_default=False, is_sensitive=True)
-    docs = [admin._config_doc(c, 0, admin.SOURCE_TOPIC) for c in (set_here, default, secret)]
+    docs = [config_doc(c, 0, SOURCE_TOPIC) for c in (set_here, default, secret)]
     assert [(d["source"], d["synonyms"]) for d in docs] == [
         ("DYNAMIC_TOPIC_CONFIG", []), ("DEFAULT_CONFIG", []), ("DYNAMIC_TOPIC_CONFIG", [])]
     assert [admin.format_config(d) for d in docs] == [

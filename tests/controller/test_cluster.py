@@ -3,10 +3,10 @@ and broker epochs, heartbeats, unfencing, session expiry, fencing, controlled sh
 unregistering and producer id blocks — scenarios asserting on the records written, the
 results and the committed image."""
 
-from kraftcore.controller.cluster import HeartbeatResult, ProducerIdsResult
+from kraftcore.controller.cluster import ProducerIdsResult
 from kraftcore.metadata import records as R
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.types import Uuid
+from kraftcore.types import HeartbeatResult, Uuid
 
 from tests.controller.util import Cluster, NewTopic, error_code, names
 

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from kraftcore.cli.cluster import free_ports, node_properties
+from kraftcore.runtime.local_cluster import free_ports, node_properties
 from kraftcore.cli.format import random_uuid
 from kraftcore.limits import RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX
 from kraftcore.log import quorum_state

@@ -1,5 +1,6 @@
 """The simulator's controller workload: quorum controllers, brokers and a client under
-faults (kraftcore.sim.controller), and proof that its checks catch broken controllers."""
+faults (kraftcore.sim.controller), and proof that its checks (kraftcore.sim.controller_checks)
+catch broken controllers."""
 
 import contextlib
 import re
@@ -11,7 +12,7 @@ from kraftcore.controller import replication
 from kraftcore.metadata import snapshot as snapshot_module
 from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata import records as R
-from kraftcore.sim.controller import image_problems
+from kraftcore.sim.controller_checks import image_problems
 from kraftcore.sim.params import params_for_seed
 from kraftcore.sim.run import main, run_seed, run_seeds
 

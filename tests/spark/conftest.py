@@ -32,7 +32,7 @@ def cluster(request, tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def spark_cache(tmp_path_factory):
-    """Spark's class-data archive (kraftcore.spark.session) goes to a cache directory of
+    """Spark's class-data archive (kraftcore.spark.cds) goes to a cache directory of
     the run, not the user's: every Spark this run starts, in this process or a child,
     reads XDG_CACHE_HOME."""
     saved = os.environ.get("XDG_CACHE_HOME")

@@ -30,7 +30,8 @@ METADATA_DIR = "__cluster_metadata-0"
 
 
 def _simulator(root):
-    from kraftcore.sim.controller import ControllerSimulation, export_node
+    from kraftcore.sim.controller import ControllerSimulation
+    from kraftcore.sim.export import export_node
     from kraftcore.sim.params import params_for_seed
 
     # The first seed whose every node ends with a snapshot holding brokers and a partition

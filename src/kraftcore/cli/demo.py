@@ -19,7 +19,7 @@ from kraftcore.cli import dump_log
 from kraftcore.log import Log
 from kraftcore.metadata import records as metadata
 from kraftcore.raft import control
-from kraftcore.protocol import Uuid
+from kraftcore.types import Uuid
 
 # The 73-byte batch of kafka-facts §11.3: one record, value "hello", at 1700000000000 ms.
 GOLDEN_BATCH_HEX = (

@@ -22,7 +22,8 @@ import sys
 import tempfile
 import time
 
-from kraftcore.cli.cluster import quorum_leader, start_node
+from kraftcore.admin.client import quorum_leader
+from kraftcore.runtime.local_cluster import start_node
 
 SETTINGS = (
     ("controller.quorum.election.timeout.ms", "500"),

@@ -31,21 +31,12 @@ from typing import NamedTuple
 from kraftcore.errors import ControllerError
 from kraftcore.metadata import records as R
 from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.types import HeartbeatResult, RegistrationResult
 
-__all__ = ["ClusterControl", "RegistrationResult", "HeartbeatResult", "ProducerIdsResult"]
+__all__ = ["ClusterControl", "ProducerIdsResult"]
 
 _BRCR_LEVEL = R.METADATA_VERSION_LEVELS["3.3-IV2"]
 _FENCE_TAG = "fence-stale-brokers"
-
-
-class RegistrationResult(NamedTuple):
-    broker_epoch: int
-
-
-class HeartbeatResult(NamedTuple):
-    is_caught_up: bool
-    is_fenced: bool
-    should_shut_down: bool
 
 
 class ProducerIdsResult(NamedTuple):

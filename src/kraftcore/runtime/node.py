@@ -13,13 +13,15 @@ quorum's requests and clients' arrive on the same controller listener), its peer
   events; the controller's queue runs in the event loop right after (never inside the
   drive), and again at the deadline it returns. Its committed image is snapshotted when the
   loader says so, and the log below the snapshots is cleaned. Client and broker RPCs reach
-  it through `kraftcore.runtime.controller_api` with the node as the facade.
+  it through `kraftcore.apis.controller` with the node as the facade.
 * `BrokerRole`: `BrokerMetadata` applies what the observer core delivers and snapshots the
   image; `BrokerLifecycle`'s requests go to the active controller (the leader the observer
-  core knows) as BrokerRegistration / BrokerHeartbeat. Brokers hold no partition data yet,
-  so a partition leader counts every replica that is an active broker as caught up: once
-  per heartbeat interval it asks (AlterPartition) to add such replicas back to its ISRs —
-  what a Kafka leader does once a returning follower has fetched up to the high watermark.
+  core knows) as BrokerRegistration / BrokerHeartbeat (`kraftcore.broker.requests`).
+  Brokers hold no partition data yet, so a partition leader counts every replica that is
+  an active broker as caught up: once per heartbeat interval it asks (AlterPartition) to
+  add such replicas back to its ISRs — what a Kafka leader does once a returning follower
+  has fetched up to the high watermark. The broker listener answers with
+  `kraftcore.apis.broker`, the broker's own image as the facade (`_BrokerView`).
 
 Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
 (leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
@@ -35,16 +37,22 @@ import os
 import random
 import signal
 
+from kraftcore.apis.broker import BROKER_API_KEYS, handle_broker_request
+from kraftcore.apis.controller import handle_controller_request
+from kraftcore.apis.errors import error_response
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
+from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, heartbeat_request,
+                                       heartbeat_result, isr_expansion_request,
+                                       registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
-from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.types import Uuid
 from kraftcore.runtime.raft_driver import RaftDriver
+from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
+from kraftcore.types import Uuid
 
 log = logging.getLogger("kraftcore.runtime")
 
@@ -55,7 +63,6 @@ SHUTDOWN_TIMEOUT_MS = 30_000
 RESIGN_GRACE_MS = 200
 # Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
 PLAINTEXT = 0
-METADATA_API = 3
 
 
 class _Wakeup:
@@ -235,8 +242,6 @@ class BrokerRole(_Wakeup):
         self.schedule(max(0, deadline - now))
 
     def _send(self, request):
-        from kraftcore.runtime import controller_api
-
         node = self.node
         target = node.driver.core.leader_id
         if target is None:
@@ -244,11 +249,11 @@ class BrokerRole(_Wakeup):
         if target is None or target not in node.voters:
             target = random.choice(sorted(node.voters))
         if type(request) is RegisterRequest:
-            body = controller_api.registration_request(request)
-            read = controller_api.registration_result
+            body = registration_request(request)
+            read = registration_result
         else:
-            body = controller_api.heartbeat_request(request)
-            read = controller_api.heartbeat_result
+            body = heartbeat_request(request)
+            read = heartbeat_result
         version = type(body).valid_versions[1]
 
         def on_response(response, error):
@@ -271,42 +276,20 @@ class BrokerRole(_Wakeup):
     def _maybe_expand_isrs(self):
         """As partition leader, ask to re-admit replicas that are active brokers (see the
         module docstring)."""
-        from kraftcore.protocol import messages as m
-
         lifecycle = self.lifecycle
         if not lifecycle.is_online or self._isr_requests:
             return
-        image = self.metadata.image
-        broker_id = self.node.node_id
-        topics = []
-        for topic in image.topics.values():
-            partitions = []
-            for p in topic.partitions.values():
-                if p.leader != broker_id:
-                    continue
-                back = [r for r in p.replicas if r not in p.isr and image.broker_is_active(r)]
-                if back:
-                    isr = list(p.isr) + back
-                    partitions.append(m.AlterPartitionRequest.PartitionData(
-                        partition_index=p.partition_id, leader_epoch=p.leader_epoch,
-                        new_isr_with_epochs=[m.AlterPartitionRequest.BrokerState(
-                            broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
-                            for b in isr],
-                        partition_epoch=p.partition_epoch))
-            if partitions:
-                topics.append(m.AlterPartitionRequest.TopicData(topic_id=topic.topic_id,
-                                                                partitions=partitions))
+        body = isr_expansion_request(self.metadata.image, self.node.node_id,
+                                     lifecycle.broker_epoch)
         target = self.node.driver.core.leader_id
-        if not topics or target is None or target not in self.node.voters:
+        if body is None or target is None or target not in self.node.voters:
             return
-        body = m.AlterPartitionRequest(broker_id=broker_id,
-                                       broker_epoch=lifecycle.broker_epoch, topics=topics)
 
         def on_response(response, error):
             self._isr_requests -= 1  # the image shows the outcome; errors retry next time
 
         self._isr_requests += 1
-        self.node.pool.send_nowait(target, body, 3, on_response)
+        self.node.pool.send_nowait(target, body, ALTER_PARTITION_VERSION, on_response)
 
     def begin_shutdown(self):
         self.lifecycle.begin_shutdown(self.node.driver.clock())
@@ -314,8 +297,8 @@ class BrokerRole(_Wakeup):
 
 
 class _BrokerView:
-    """What the broker's Metadata answers read: its own image (the controller API's
-    read-only part)."""
+    """The broker's facade for `kraftcore.apis.broker`: its own image, and the active
+    controller its observer knows."""
 
     def __init__(self, node):
         self.node_id = node.node_id
@@ -353,7 +336,7 @@ class Node:
         self.closing = False  # set once the roles' work is over and the resources go
 
     # ------------------------------------------------------------------ facade for the
-    # controller API (kraftcore.runtime.controller_api)
+    # controller's APIs (kraftcore.apis.controller)
 
     @property
     def image(self):
@@ -398,9 +381,9 @@ class Node:
         if config.is_broker:
             host, port = config.broker_listener
             # Brokers serve no partition data yet: the listener answers ApiVersions and
-            # Metadata from the broker's own image (what clients see of the cluster).
+            # what kraftcore.apis.broker serves (Metadata, from the broker's own image).
             listener = await Listener.start(host, port, self._handle_broker,
-                                            api_keys=(METADATA_API,),
+                                            api_keys=sorted(BROKER_API_KEYS),
                                             memory=self.request_memory,
                                             **config.listener_settings(),
                                             name=f"broker-{self.node_id}")

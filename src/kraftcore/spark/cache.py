@@ -1,6 +1,6 @@
 """kraftcore's cache directories for Spark (`$XDG_CACHE_HOME/kraftcore/<name>`, by default
 `~/.cache/kraftcore/<name>`) and the lock that lets one process at a time change what is in
-one: the driver's class-data archives (`session`) and the views of the Spark installation
+one: the driver's class-data archives (`cds`) and the views of the Spark installation
 (`home`)."""
 
 import contextlib

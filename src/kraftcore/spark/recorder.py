@@ -17,11 +17,12 @@ the recorder waits for that (killing the JVM after `_JVM_EXIT_S`) and exits.
 
 While it lives it touches the `.part` file now and then, which tells later starts that the
 archive is on its way (they go without it meanwhile; an untouched claim is taken for
-abandoned after `session._CDS_WRITING_S`). The recording proper is cut short after
+abandoned after `cds._WRITING_S`). The recording proper is cut short after
 `_DEADLINE_S`; a JVM that started still writes what it loaded so far. When no archive
 comes of it (Spark did not start, the JVM was killed), the claim becomes a `.failed` mark
 that holds what went wrong, and no recorder is started for an hour, or longer after
-failures in a row (`session._retry_after`). Exit status: 0 when the archive was written, 1 otherwise.
+failures in a row (`cds._retry_after`). Exit status: 0 when the archive was written, 1
+otherwise.
 """
 
 import contextlib
@@ -35,7 +36,7 @@ import tempfile
 import threading
 import traceback
 
-_TOUCH_S = 30.0  # how often the claim is touched (session._CDS_WRITING_S is its limit)
+_TOUCH_S = 30.0  # how often the claim is touched (cds._WRITING_S is its limit)
 _STARTER_WAIT_S = 600.0  # the longest wait for the end of input (a long-lived starter)
 _DEADLINE_S = 900  # the recording, from its start to the JVM's stdin closed
 _JVM_EXIT_S = 300.0  # how long the JVM may take to write the archive and exit
@@ -139,7 +140,7 @@ def record(part, master, conf, spark_home=None):
 
 
 def main():
-    from kraftcore.spark import session as S
+    from kraftcore.spark import cds
 
     with contextlib.suppress(OSError):
         os.nice(19)  # the user's own work comes first
@@ -162,9 +163,9 @@ def main():
         done.set()
     if part is None:
         return 1
-    if S._has_header(part):
+    if cds.has_header(part):
         return 0
-    S.recording_failed(part, why)
+    cds.recording_failed(part, why)
     return 1
 
 

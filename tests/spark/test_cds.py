@@ -1,7 +1,8 @@
-"""The driver's class-data archive (`kraftcore.spark.session`, `kraftcore.spark.recorder`):
-recorded in the background after the first start of an installation, used by the next
-ones, never a reason for the JVM not to start, and off with KRAFTCORE_SPARK_CDS=0. And the
-driver's JIT options, which the user's own override.
+"""The driver's class-data archive (`kraftcore.spark.cds`, `kraftcore.spark.recorder`), as
+`kraftcore.spark.session.build_session` starts with it: recorded in the background after
+the first start of an installation, used by the next ones, never a reason for the JVM not
+to start, and off with KRAFTCORE_SPARK_CDS=0. And the driver's JIT options, which the
+user's own override.
 
 Each Spark start here is a process of its own (the archive is read when a JVM starts and
 written when it exits) with its own cache directory (XDG_CACHE_HOME); a test that lets a
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from kraftcore.spark import session as S
+from kraftcore.spark import cds, session
 from kraftcore.spark.home import driver_home, real_home
 
 pytestmark = pytest.mark.spark
@@ -41,7 +42,7 @@ handle.stop()
 
 
 def _env(cache, **extra):
-    env = {k: v for k, v in os.environ.items() if k != S.CDS_ENV}
+    env = {k: v for k, v in os.environ.items() if k != cds.CDS_ENV}
     return {**env, "XDG_CACHE_HOME": str(cache), **extra}
 
 
@@ -58,7 +59,7 @@ def _start(cache, conf=None, **env):
 def _wait_exited(pid, timeout=600):
     """Until the process is gone (or a zombie): the recorder, which exits once its JVM
     has written the archive."""
-    if not S.wait_for_exit(pid, timeout):
+    if not cds.wait_for_exit(pid, timeout):
         pytest.fail(f"the recorder {pid} still runs after {timeout} s")
 
 
@@ -73,7 +74,7 @@ def _home():
 
 
 def _stem():
-    return S._archive_stem(S._java(), {}, _home())
+    return cds._archive_stem(cds._java(), {}, _home())
 
 
 def test_the_archive_is_written_once_then_used(tmp_path, monkeypatch):
@@ -87,8 +88,8 @@ def test_the_archive_is_written_once_then_used(tmp_path, monkeypatch):
     meanwhile = _start(cache)
     assert (meanwhile["cds"], meanwhile["recorder"]) == ("unavailable", None)
     _wait_exited(first["recorder"])
-    assert _files(cache) == [os.path.basename(part)] and S._has_header(part)
-    time.sleep(S._CDS_SETTLED_S + 0.5)  # a start takes a .part file once it has settled
+    assert _files(cache) == [os.path.basename(part)] and cds.has_header(part)
+    time.sleep(cds._SETTLED_S + 0.5)  # a start takes a .part file once it has settled
 
     loaded = tmp_path / "class-load.log"
     second = _start(cache, {"spark.driver.extraJavaOptions":
@@ -119,7 +120,7 @@ def test_a_foreign_archive_is_refused_deleted_and_spark_starts(tmp_path, monkeyp
     launcher = next(os.path.join(jars, n) for n in os.listdir(jars)
                     if n.startswith("spark-launcher_"))
     foreign = tmp_path / "foreign.jsa"
-    subprocess.run([S._java(), f"-XX:ArchiveClassesAtExit={foreign}", "-Xlog:cds*=off",
+    subprocess.run([cds._java(), f"-XX:ArchiveClassesAtExit={foreign}", "-Xlog:cds*=off",
                     "-cp", launcher, "org.apache.spark.launcher.Main"],
                    capture_output=True, timeout=120)
     assert foreign.read_bytes()[:4] == (0xF00BABA8).to_bytes(4, sys.byteorder)
@@ -153,7 +154,7 @@ def test_an_archive_that_is_not_whole_is_deleted_before_the_jvm_starts(tmp_path,
     (directory / name).write_bytes(content)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    state, options, archive = S._prepare_cds(str(workdir), {}, _home())
+    state, options, archive = cds.prepare(str(workdir), {}, _home())
     assert (state, options) == ("scheduled", [])
     # Only the claim of a new recording is left: an empty .part file.
     assert os.listdir(directory) == [os.path.basename(archive)]
@@ -169,14 +170,14 @@ def test_a_part_file_is_taken_once_complete_and_left_alone_while_written(tmp_pat
     workdir.mkdir()
     part = directory / f"{_stem()}.123-abcd.part"
     part.write_bytes(bytes(4096))  # no header yet: a JVM is still writing it
-    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
+    assert cds.prepare(str(workdir), {}, _home()) == ("unavailable", [], None)
     assert part.exists()
 
     header = (0xF00BABA8).to_bytes(4, sys.byteorder)
     part.write_bytes(header + bytes(4092))
     settled = time.time() - 10
     os.utime(part, (settled, settled))
-    state, options, archive = S._prepare_cds(str(workdir), {}, _home())
+    state, options, archive = cds.prepare(str(workdir), {}, _home())
     assert state == "used" and archive == str(directory / f"{_stem()}-4096.jsa")
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert os.listdir(directory) == [os.path.basename(archive)]
@@ -187,17 +188,17 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
     """The recorder does nothing while the process that started Spark still has it open
     (its pipe). Then Spark does not start in it (here: a heap the JVM refuses): no
     archive, the claim becomes a `.failed` mark saying why, and no start schedules another
-    recorder until `_CDS_RETRY_S` has passed."""
+    recorder until `_RETRY_S` has passed."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    state, _, part = S._prepare_cds(str(workdir), {}, _home())
+    state, _, part = cds.prepare(str(workdir), {}, _home())
     assert state == "scheduled"
-    pid, pipe = S._start_recorder(part, "local[1]",
+    pid, pipe = cds.start_recorder(part, "local[1]",
                                   {"spark.driver.extraJavaOptions": "-Xms4g"}, _home())
     directory = tmp_path / "kraftcore" / "spark-cds"
     time.sleep(3)
-    assert not S.wait_for_exit(pid, 0.1)  # still waiting for the pipe's end
+    assert not cds.wait_for_exit(pid, 0.1)  # still waiting for the pipe's end
     assert os.listdir(directory) == [os.path.basename(part)]
     pipe.close()
     _wait_exited(pid, timeout=300)
@@ -205,12 +206,12 @@ def test_a_recorder_waits_for_its_starter_then_a_failure_leaves_a_mark(tmp_path,
     assert os.listdir(directory) == [mark.name]
     assert "SparkStartError" in mark.read_text() and "spark.log" in mark.read_text()
 
-    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
+    assert cds.prepare(str(workdir), {}, _home()) == ("unavailable", [], None)
     assert mark.exists()
     assert mark.read_text().startswith("failures: 1\n")
-    long_ago = time.time() - S._CDS_RETRY_S - 1
+    long_ago = time.time() - cds._RETRY_S - 1
     os.utime(mark, (long_ago, long_ago))
-    state, _, part = S._prepare_cds(str(workdir), {}, _home())
+    state, _, part = cds.prepare(str(workdir), {}, _home())
     assert state == "scheduled"
     assert sorted(os.listdir(directory)) == sorted([os.path.basename(part), mark.name])
 
@@ -228,14 +229,14 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     stem_path = str(directory / _stem())
     mark = directory / f"{_stem()}.failed"
     for failures in (1, 2, 3):
-        S._mark_failed(stem_path, "refused\n")
+        cds._mark_failed(stem_path, "refused\n")
         assert mark.read_text() == f"failures: {failures}\nrefused\n"
-    assert [S._retry_after(n) / 3600 for n in (1, 2, 3, 8, 9, 50)] == [1, 2, 4, 128, 128, 128]
+    assert [cds._retry_after(n) / 3600 for n in (1, 2, 3, 8, 9, 50)] == [1, 2, 4, 128, 128, 128]
 
     def state_after(hours):
         then = time.time() - hours * 3600
         os.utime(mark, (then, then))
-        state, _, part = S._prepare_cds(str(workdir), {}, _home())
+        state, _, part = cds.prepare(str(workdir), {}, _home())
         if part:
             os.remove(part)
         return state
@@ -244,7 +245,7 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     assert state_after(4.1) == "scheduled"
     mark.write_text("an older mark, no count\n")  # counts as one failure
     assert state_after(0.9) == "unavailable" and state_after(1.1) == "scheduled"
-    S._mark_failed(stem_path, "again\n")
+    cds._mark_failed(stem_path, "again\n")
     assert mark.read_text().startswith("failures: 2\n")
 
     # Another installation's mark is kept (its count) for 30 days.
@@ -253,7 +254,7 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     then = time.time() - 2 * 86400
     os.utime(other, (then, then))
     assert state_after(0) == "unavailable" and other.exists()
-    then = time.time() - S._CDS_UNUSED_S - 60
+    then = time.time() - cds._UNUSED_S - 60
     os.utime(other, (then, then))
     state_after(0)
     assert not other.exists()
@@ -261,38 +262,38 @@ def test_failures_in_a_row_wait_longer_each_time_until_an_archive_is_taken(tmp_p
     # An archive the JVM took (nothing in its cds.log): the failures are over.
     archive = directory / f"{_stem()}-4096.jsa"
     archive.write_bytes((0xF00BABA8).to_bytes(4, sys.byteorder) + bytes(4092))
-    state, _, given = S._prepare_cds(str(workdir), {}, _home())
+    state, _, given = cds.prepare(str(workdir), {}, _home())
     assert state == "used" and given == str(archive) and mark.exists()
     (workdir / "cds.log").write_text("")
-    handle = S.SparkHandle(None, str(workdir), None, owned=False, cds="used",
+    handle = session.SparkHandle(None, str(workdir), None, owned=False, cds="used",
                            cds_archive=given)
-    handle._cds_identity = S._identity(given)
+    handle.cds_identity = cds.identity(given)
     written = os.stat(mark).st_mtime
-    S._check_cds(handle, written - 10)  # marked since this start began: another's refusal
+    cds.check_after_start(handle, written - 10)  # marked since this start began: another's refusal
     assert handle.cds == "used" and mark.exists()
-    S._check_cds(handle, written + 10)
+    cds.check_after_start(handle, written + 10)
     assert handle.cds == "used" and not mark.exists() and archive.exists()
 
     # A mark that cannot be read counts as one failure; the next one replaces it.
     os.mkdir(mark)
-    assert S._failures(str(mark)) == 1
+    assert cds._failures(str(mark)) == 1
     os.rmdir(mark)
     os.mkdir(str(mark) + ".1.tmp")  # a draft left by a killed process is no mark
-    assert S._failures(str(mark)) == 0
+    assert cds._failures(str(mark)) == 0
 
 
 def test_a_claim_left_untouched_is_taken_for_abandoned(tmp_path, monkeypatch):
-    """A recorder touches its claim; one untouched for `_CDS_WRITING_S` lost its recorder
+    """A recorder touches its claim; one untouched for `_WRITING_S` lost its recorder
     (killed, a reboot): marked failed, so that a recorder that cannot survive here is not
     started again at once."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    _, _, part = S._prepare_cds(str(workdir), {}, _home())
-    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)  # still young
-    long_ago = time.time() - S._CDS_WRITING_S - 1
+    _, _, part = cds.prepare(str(workdir), {}, _home())
+    assert cds.prepare(str(workdir), {}, _home()) == ("unavailable", [], None)  # still young
+    long_ago = time.time() - cds._WRITING_S - 1
     os.utime(part, (long_ago, long_ago))
-    assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
+    assert cds.prepare(str(workdir), {}, _home()) == ("unavailable", [], None)
     directory = tmp_path / "kraftcore" / "spark-cds"
     mark = directory / f"{_stem()}.failed"
     assert os.listdir(directory) == [mark.name]
@@ -303,7 +304,7 @@ def test_a_start_goes_without_when_another_holds_the_cache_lock(tmp_path, monkey
     import fcntl
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(S, "_CDS_LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(cds, "_LOCK_WAIT_S", 0.2)
     directory = tmp_path / "kraftcore" / "spark-cds"
     directory.mkdir(parents=True)
     workdir = tmp_path / "work"
@@ -311,39 +312,39 @@ def test_a_start_goes_without_when_another_holds_the_cache_lock(tmp_path, monkey
     holder = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(holder, fcntl.LOCK_EX)
-        assert S._prepare_cds(str(workdir), {}, _home()) == ("unavailable", [], None)
+        assert cds.prepare(str(workdir), {}, _home()) == ("unavailable", [], None)
     finally:
         os.close(holder)
-    assert S._prepare_cds(str(workdir), {}, _home())[0] == "scheduled"
+    assert cds.prepare(str(workdir), {}, _home())[0] == "scheduled"
 
 
 def test_the_off_switch(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    started = _start(cache, **{S.CDS_ENV: "0"})
+    started = _start(cache, **{cds.CDS_ENV: "0"})
     assert started["cds"] == "off" and started["archive"] is None
     assert not (cache / "kraftcore" / "spark-cds").exists()  # (the home's view is there)
     for value in ("0", "off", "false", "no", "OFF"):
-        monkeypatch.setenv(S.CDS_ENV, value)
-        assert not S._cds_wanted(None)
-    monkeypatch.setenv(S.CDS_ENV, "1")
-    assert S._cds_wanted(None) and not S._cds_wanted(False)
-    monkeypatch.delenv(S.CDS_ENV)
-    assert S._cds_wanted(None)
+        monkeypatch.setenv(cds.CDS_ENV, value)
+        assert not cds.wanted(None)
+    monkeypatch.setenv(cds.CDS_ENV, "1")
+    assert cds.wanted(None) and not cds.wanted(False)
+    monkeypatch.delenv(cds.CDS_ENV)
+    assert cds.wanted(None)
 
 
 def test_the_driver_jit_options_and_the_users_own_after_them(tmp_path):
     """The embedded driver runs with C2's thresholds raised (`_DRIVER_JIT`); a value the
     user gives in spark.driver.extraJavaOptions comes after them and wins."""
-    ours = _start(tmp_path / "cache", **{S.CDS_ENV: "0"})["jit"]
+    ours = _start(tmp_path / "cache", **{cds.CDS_ENV: "0"})["jit"]
     assert ours == {"Tier4InvocationThreshold": "20000", "Tier4BackEdgeThreshold": "400000"}
     theirs = _start(tmp_path / "cache",
                     {"spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=5000"},
-                    **{S.CDS_ENV: "0"})["jit"]
+                    **{cds.CDS_ENV: "0"})["jit"]
     assert theirs == {"Tier4InvocationThreshold": "5000", "Tier4BackEdgeThreshold": "400000"}
 
 
 def test_the_java_feature_release():
-    assert [S._java_feature(v) for v in ("17.0.15", "1.8.0_392", "11.0.2", "21", "", None)] \
+    assert [cds._java_feature(v) for v in ("17.0.15", "1.8.0_392", "11.0.2", "21", "", None)] \
         == [17, 8, 11, 21, None, None]
 
 
@@ -359,7 +360,7 @@ def test_a_jvm_older_than_13_gets_no_archive_options(tmp_path, monkeypatch, vers
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    assert S._prepare_cds(str(workdir), {}, real_home()) == ("unavailable", [], None)
+    assert cds.prepare(str(workdir), {}, real_home()) == ("unavailable", [], None)
     assert not (tmp_path / "cache").exists()
 
 
@@ -374,7 +375,7 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("SPARK_HOME", raising=False)
     homes = []
-    monkeypatch.delenv(S.CDS_ENV, raising=False)
+    monkeypatch.delenv(cds.CDS_ENV, raising=False)
     monkeypatch.setattr(SparkContext, "_gateway", None)
     monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     directory = tmp_path / "kraftcore" / "spark-cds"
@@ -388,8 +389,8 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
         raise RuntimeError("Java gateway process exited before sending its port number")
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", dies)
-    with pytest.raises(S.SparkStartError) as info:
-        S.build_session("local[1]")
+    with pytest.raises(session.SparkStartError) as info:
+        session.build_session("local[1]")
     assert str(info.value) == "Java gateway process exited before sending its port number"
     log = info.value.log_path
     with open(log) as f:
@@ -399,8 +400,8 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
     shutil.rmtree(os.path.dirname(log))
     # No archive: this start claims a recording; failing, it gives the claim up (and
     # starts no recorder).
-    with pytest.raises(S.SparkStartError) as info:
-        S.build_session("local[1]")
+    with pytest.raises(session.SparkStartError) as info:
+        session.build_session("local[1]")
     assert os.listdir(directory) == []
     shutil.rmtree(os.path.dirname(info.value.log_path))
     # The user's own class-data options: kraftcore's stay out (no claim either).
@@ -409,8 +410,8 @@ def test_a_start_that_fails_keeps_and_names_its_log_and_drops_the_archive(tmp_pa
         seen = {}
         monkeypatch.setattr(SparkSession.Builder, "getOrCreate",
                             lambda builder: seen.update(builder._options) or dies(builder))
-        with pytest.raises(S.SparkStartError) as info:
-            S.build_session("local[1]", conf={"spark.driver.extraJavaOptions": option})
+        with pytest.raises(session.SparkStartError) as info:
+            session.build_session("local[1]", conf={"spark.driver.extraJavaOptions": option})
         assert os.listdir(directory) == []
         options = seen["spark.driver.extraJavaOptions"]
         assert option in options and "ArchiveClassesAtExit" not in options
@@ -425,13 +426,13 @@ def test_an_archive_the_jvm_refused_is_dropped_unless_another_took_its_place(tmp
     archive = tmp_path / "stem-25.jsa"
     archive.write_bytes(b"the one the JVM was given")
     (tmp_path / "cds.log").write_text("[warning][cds] the archive was refused\n")
-    handle = S.SparkHandle(None, str(tmp_path), None, owned=False, cds="used",
+    handle = session.SparkHandle(None, str(tmp_path), None, owned=False, cds="used",
                            cds_archive=str(archive))
-    handle._cds_identity = S._identity(str(archive))
+    handle.cds_identity = cds.identity(str(archive))
     if replaced:  # another process put a new archive under the same name since
         (tmp_path / "new.jsa").write_bytes(b"a newer one")
         os.replace(tmp_path / "new.jsa", archive)
-    S._check_cds(handle, time.time())
+    cds.check_after_start(handle, time.time())
     assert handle.cds == "rejected"
     assert archive.exists() == replaced
     # Dropped: no new recording for a while (the reason may be in the settings), and why.

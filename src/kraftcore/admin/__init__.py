@@ -1,0 +1,3 @@
+"""Clients of a running cluster: `client` holds `AdminClient`, the Kafka admin client for a
+KRaft controller quorum that the `kraftcore quorum | topics | brokers | configs` commands,
+the tests and the demo use (docs/admin.md)."""

@@ -1,0 +1,152 @@
+"""Whole-request error answers: the response to any request, at its version, that fails the
+request as a whole with one error code (Kafka's `AbstractRequest.getErrorResponse`).
+
+This module owns where such an error goes in each response schema:
+
+* into the response's top-level ErrorCode (and ErrorMessage) when the schema has one at the
+  request's version;
+* otherwise into every item the request named, once per distinct item, in request order
+  (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs);
+  ElectLeaders and Metadata v13 get both.
+
+An error response never raises for the request's content: a body whose items cannot be
+walked gets the top-level fields only. It holds no state.
+"""
+
+import logging
+
+from kraftcore.errors import ControllerError
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.apis import API_BY_KEY
+from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.protocol.schema import in_range
+from kraftcore.types import ZERO_UUID
+
+__all__ = ["error_response", "bare_response", "has_field", "api_name", "invalid_request"]
+
+log = logging.getLogger("kraftcore.apis")
+
+
+def api_name(key):
+    """The API's name ("CreateTopics"), or "API key N" for a key kraftcore does not know."""
+    api = API_BY_KEY.get(key)
+    return api.name if api is not None else f"API key {key}"
+
+
+def has_field(cls, attr, version):
+    """Whether message class `cls` carries field `attr` at `version`."""
+    for f in cls._fields:
+        if f.attr == attr:
+            return in_range(version, f.versions)
+    return False
+
+
+def invalid_request(message):
+    """The refusal of a value a handler cannot take: INVALID_REQUEST with `message`."""
+    return ControllerError(ErrorCode.INVALID_REQUEST, message)
+
+
+def bare_response(key, version, code, message):
+    """The response class of `key` with only its top-level error fields set."""
+    cls = API_BY_KEY[key].response if key in API_BY_KEY else None
+    if cls is None:
+        raise ValueError(f"no response schema for API key {key}")
+    response = cls()
+    if has_field(cls, "error_code", version):
+        response.error_code = int(code)
+    if has_field(cls, "error_message", version):
+        response.error_message = message
+    return response
+
+
+def _error_create_topics(version, body, code, message):
+    cls = m.CreateTopicsResponse
+    return cls(topics=[cls.CreatableTopicResult(name=name, error_code=code,
+                                                error_message=message)
+                       for name in dict.fromkeys(t.name for t in body.topics)])
+
+
+def _error_delete_topics(version, body, code, message):
+    cls = m.DeleteTopicsResponse
+    if version >= 6:
+        items = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        items = [(name, ZERO_UUID) for name in body.topic_names]
+    return cls(responses=[cls.DeletableTopicResult(name=name, topic_id=topic_id,
+                                                   error_code=code, error_message=message)
+                          for name, topic_id in dict.fromkeys(items)])
+
+
+def _error_create_partitions(version, body, code, message):
+    cls = m.CreatePartitionsResponse
+    return cls(results=[cls.CreatePartitionsTopicResult(name=name, error_code=code,
+                                                        error_message=message)
+                        for name in dict.fromkeys(t.name for t in body.topics)])
+
+
+def _error_alter_configs(version, body, code, message):
+    cls = m.IncrementalAlterConfigsResponse
+    keys = dict.fromkeys((r.resource_type, r.resource_name) for r in body.resources)
+    return cls(responses=[cls.AlterConfigsResourceResponse(
+        error_code=code, error_message=message, resource_type=rtype, resource_name=rname)
+        for rtype, rname in keys])
+
+
+def _error_elect_leaders(version, body, code, message):
+    cls = m.ElectLeadersResponse
+    response = cls()
+    if version >= 1:
+        response.error_code = code
+    for t in body.topic_partitions or ():
+        response.replica_election_results.append(cls.ReplicaElectionResult(
+            topic=t.topic, partition_result=[
+                cls.PartitionResult(partition_id=p, error_code=code, error_message=message)
+                for p in dict.fromkeys(t.partitions)]))
+    return response
+
+
+def _error_metadata(version, body, code, message):
+    cls = m.MetadataResponse
+    response = cls()
+    if version >= 13:
+        response.error_code = code
+    for t in body.topics or ():
+        name = t.name if t.name is not None or version >= 12 else ""
+        response.topics.append(cls.MetadataResponseTopic(error_code=code, name=name,
+                                                         topic_id=t.topic_id))
+    return response
+
+
+def _error_describe_cluster(version, body, code, message):
+    response = m.DescribeClusterResponse(error_code=code, error_message=message)
+    if version >= 1:
+        response.endpoint_type = body.endpoint_type
+    return response
+
+
+def _error_describe_configs(version, body, code, message):
+    cls = m.DescribeConfigsResponse
+    return cls(results=[cls.DescribeConfigsResult(
+        error_code=code, error_message=message, resource_type=r.resource_type,
+        resource_name=r.resource_name) for r in body.resources])
+
+
+_ERROR_BUILDERS = {
+    19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
+    44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
+    60: _error_describe_cluster, 32: _error_describe_configs,
+}
+
+
+def error_response(key, version, body, code, message=None):
+    """The response to request `body` (API `key` at `version`) that fails it as a whole with
+    `code`: in the top-level ErrorCode when the schema has one, else in every item the
+    request named (Kafka's `getErrorResponse`)."""
+    builder = _ERROR_BUILDERS.get(key)
+    if builder is not None:
+        try:
+            return builder(version, body, int(code), message)
+        except Exception:  # noqa: BLE001 - a body we cannot walk: top-level fields only
+            log.warning("%s v%d: could not list the request's items in an error response",
+                        api_name(key), version, exc_info=True)
+    return bare_response(key, version, code, message)

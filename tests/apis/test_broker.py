@@ -1,0 +1,58 @@
+"""What a broker answers itself (`kraftcore.apis.broker`): Metadata from the broker's own
+image, answered as the controller answers it from the same image; anything else is
+refused as a whole, without touching the broker."""
+
+import pytest
+
+from kraftcore.apis.broker import BROKER_API_KEYS, handle_broker_request
+from kraftcore.apis.controller import CONTROLLER_API_KEYS
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.apis import API_BY_KEY
+from kraftcore.protocol.error_codes import ErrorCode as E
+
+from tests.apis.helpers import call, create_topics, heartbeat, metadata, versions
+
+
+class BrokerFacade:
+    """What a broker node gives its handlers: its image and the active controller its
+    observer knows (here: the quorum's, image and all)."""
+
+    def __init__(self, facade):
+        self.node_id = 4
+        self.cluster_id = facade.cluster_id
+        self.image = facade.image
+        self._controller_id = facade.controller_id()
+
+    def controller_id(self):
+        return self._controller_id
+
+
+def answer(facade, body, version):
+    return call(facade, body, version, handle=handle_broker_request)
+
+
+@pytest.mark.parametrize("version", versions(m.MetadataRequest))
+def test_metadata_from_the_brokers_image_as_the_controller_answers_it(cluster, version):
+    facade, epochs = cluster
+    call(facade, create_topics(("a", 2, 2), ("b", -1, -1, {0: [3]})), 7)
+    assert call(facade, heartbeat(3, epochs[3], want_fence=True), 1).is_fenced
+    broker = BrokerFacade(facade)
+    for body in (metadata(version), metadata(version, names=["b", "missing"])):
+        ours = answer(broker, body, version)
+        assert ours == call(facade, body, version)
+        assert [b.node_id for b in ours.brokers] == [1, 2]
+    assert [t.name for t in answer(broker, metadata(version), version).topics] == ["a", "b"]
+
+
+def test_a_request_the_broker_does_not_serve_is_refused_as_a_whole(cluster):
+    facade, _ = cluster
+    broker = BrokerFacade(facade)
+    response = answer(broker, create_topics(("x", 1, 1)), 7)
+    assert [(t.name, t.error_code) for t in response.topics] == [("x", E.INVALID_REQUEST)]
+    assert "not a broker API" in response.topics[0].error_message
+    assert facade.image.topic("x") is None
+
+
+def test_the_broker_serves_apis_the_library_knows():
+    assert BROKER_API_KEYS and BROKER_API_KEYS <= set(API_BY_KEY)
+    assert 3 in BROKER_API_KEYS and 3 in CONTROLLER_API_KEYS
