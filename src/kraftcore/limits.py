@@ -49,6 +49,13 @@ NET_SERVER_READ_BYTES_MAX = 256 * 1024
 # quorum's Fetch and Vote, a broker's heartbeat, an admin probe) keep flowing while clients
 # hold the rest. A node holds at most that cap + this much per open connection.
 NET_CONNECTION_GUARANTEED_BYTES = 16 * 1024
+# A frame counts its whole declared size from the moment its 4-byte size has been read (the
+# rest is reserved), so 4 bytes can reserve the whole request memory. A connection that
+# holds the reserved rest of a frame beyond its guaranteed bytes, has no request being
+# handled, and sends no byte of it for this long is closed (by the idle sweep): it cannot
+# keep the memory from the others for longer. A frame whose bytes keep arriving, however
+# slowly, is never cut off: any byte restarts the count.
+NET_PARTIAL_FRAME_STALL_MS = 10_000
 # A listener looks for idle connections every eighth of `connections.max.idle.ms`, within
 # these bounds: a connection without a request is closed after between 1 and 1.25 times
 # the setting (at most 60 s late).

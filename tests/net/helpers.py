@@ -6,6 +6,7 @@ Everything listens on 127.0.0.1 with port 0. No test asserts on a duration: the 
 """
 
 import asyncio
+import socket
 import struct
 
 from kraftcore.protocol import framing
@@ -137,7 +138,7 @@ class RawClient:
         try:
             while await self.reader.read(65536):
                 pass
-        except ConnectionResetError:
+        except ConnectionError:  # reset or aborted: closed as well
             pass
         return True
 
@@ -147,6 +148,24 @@ class RawClient:
             await self.writer.wait_closed()
         except (ConnectionResetError, BrokenPipeError):
             pass
+
+
+async def open_raw(port, source=HOST, rcvbuf=None):
+    """A `RawClient` connected from address `source` (any of 127.0.0.0/8, which Linux routes
+    to lo: "another client host"); `rcvbuf` shrinks its receive buffer (a client that does
+    not read then stops the listener's writes sooner)."""
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.bind((source, 0))
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, (HOST, port))
+    except BaseException:
+        sock.close()
+        raise
+    reader, writer = await asyncio.open_connection(sock=sock)
+    return RawClient(reader, writer)
 
 
 def request_frame_with(api_key, version, correlation_id, body_bytes=b"", client_id=b"\x00\x03raw"):

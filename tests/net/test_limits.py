@@ -1,17 +1,19 @@
 """The listener's defences against peers that flood, hoard or linger: every request counts
 toward the in-flight limit and a connection gets a bounded share of each event-loop turn;
 idle connections are closed; connections are limited in all and per address; the request
-memory bounds what is buffered (partial frames included), lets small requests through and
-resumes reading as it is released.
+memory bounds what is buffered (partial frames included), lets small requests through,
+resumes reading as it is released, never lets two frames wait for each other, and takes
+back the room of a frame whose client stops sending it.
 
 A turn of the event loop is measured with a callback that reschedules itself (`Turns`):
 what happens between two of its calls happened in one turn. No test asserts on a duration.
 """
 
 import asyncio
+import fcntl
 import logging
-import socket
 import struct
+import termios
 
 import pytest
 
@@ -20,7 +22,7 @@ from kraftcore.net import Connection, Listener, RequestMemory
 from kraftcore.protocol import framing
 from kraftcore.protocol.messages import ApiVersionsRequest
 
-from .helpers import (HOST, Gate, RawClient, answered_epoch, epoch_of, run, vote,
+from .helpers import (HOST, Gate, RawClient, answered_epoch, epoch_of, open_raw, run, vote,
                       vote_response, wait_until)
 
 NET_LOGGER = "kraftcore.net"
@@ -68,19 +70,6 @@ def pipelined(frame, count):
 API_VERSIONS_FRAME = framing.encode_request(
     ApiVersionsRequest(client_software_name="flood", client_software_version="1"), 3, 0, "f")
 VOTE_FRAME = framing.encode_request(vote(7), 2, 0, "f")
-
-
-async def open_raw(port, source=HOST, rcvbuf=None):
-    """A raw client from `source`; `rcvbuf` shrinks its receive buffer (a client that does
-    not read then stops the listener's writes sooner)."""
-    sock = socket.socket()
-    if rcvbuf is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.bind((source, 0))
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, (HOST, port))
-    reader, writer = await asyncio.open_connection(sock=sock)
-    return RawClient(reader, writer)
 
 
 def client_port(raw):
@@ -372,6 +361,128 @@ def test_frames_waiting_for_request_memory_are_served_in_arrival_order():
             assert answered_epoch((await raw.read_response(52, 2))[1]) == epoch
         for raw in (holder, large, small):
             await raw.close()
+        await listener.close()
+    run(test)
+
+
+def unread_bytes(conn):
+    """Bytes that wait in the socket of the listener's connection `conn`, not read yet."""
+    sock = conn._transport.get_extra_info("socket")
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
+def test_a_partial_frame_behind_waiting_requests_counts_at_once_and_stalls_no_other():
+    """One read brings connection D three small requests (one more than its in-flight limit)
+    and the first 50 000 bytes of a frame as large as the request memory. That frame counts
+    its whole size at once, though a request waits ahead of it. Connection E then sends a
+    frame as large and waits for room. D's requests are answered, D sends the rest of its
+    frame: D's frame is handled, then E's. (Had D's partial frame been counted only as
+    read, D would queue behind E while holding those bytes, and E would never fit.)"""
+    cap = 1024 * 1024
+
+    async def test():
+        memory = RequestMemory(cap)
+        gate = Gate()
+        listener = await Listener.start(HOST, 0, gate.handler, max_frame_bytes=cap,
+                                        memory=memory, max_inflight_per_connection=2)
+        small = b"".join(framing.encode_request(vote(i), 2, i, "d") for i in (1, 2, 3))
+        d_frame, e_frame = big_vote_frame(cap - 200, 50), big_vote_frame(cap - 200, 60)
+        d = await RawClient.open(listener.port)
+        await wait_until(lambda: server_side(listener, client_port(d)) is not None)
+        d_conn = server_side(listener, client_port(d))
+        d_conn._transport.pause_reading()  # so that one read takes all of it
+        head = small + d_frame[:50_000]
+        await d.write(head)
+        await wait_until(lambda: unread_bytes(d_conn) == len(head))
+        d_conn._transport.resume_reading()
+        await wait_until(lambda: gate.calls == [1, 2])
+        assert memory.used_bytes == len(small) + len(d_frame), memory
+        assert memory.waiting_count == 0
+
+        e = await RawClient.open(listener.port)
+        e.writer.write(e_frame)
+        await wait_until(lambda: memory.waiting_count == 1)
+        gate.release(1)
+        gate.release(2)
+        await wait_until(lambda: gate.calls == [1, 2, 3])
+        gate.release(3)
+        for i in (1, 2, 3):
+            assert answered_epoch((await d.read_response(52, 2))[1]) == i
+        d.writer.write(d_frame[len(head) - len(small):])
+        await wait_until(lambda: 50 in gate.calls)
+        gate.release(50)
+        assert answered_epoch((await d.read_response(52, 2))[1]) == 50
+        await wait_until(lambda: 60 in gate.calls)
+        gate.release(60)
+        assert answered_epoch((await e.read_response(52, 2))[1]) == 60
+        await wait_until(lambda: memory.used_bytes == 0)
+        for raw in (d, e):
+            await raw.close()
+        await listener.close()
+    run(test, timeout_s=30)
+
+
+def test_a_connection_that_sends_none_of_its_reserved_frame_is_closed(monkeypatch, caplog):
+    """A client sends only the 4-byte size of a frame as large as the request memory (the
+    default: max_frame_bytes), which reserves all of it, and nothing more. Another
+    client's 40 KB request needs room beyond its guaranteed bytes: it is answered once the
+    first client, which sent no byte of its frame for limits.NET_PARTIAL_FRAME_STALL_MS,
+    has been closed. The one that waited for room (and sent no byte meanwhile either) is
+    not closed."""
+    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS", 300, raising=False)
+    cap = 8 * 1024 * 1024
+
+    async def test():
+        listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
+                                        max_frame_bytes=cap, name="node-8")
+        memory = listener.memory
+        hoarder = await RawClient.open(listener.port)
+        await hoarder.write(struct.pack(">i", cap))
+        await wait_until(lambda: memory.used_bytes == cap + 4)
+        body = vote(5)
+        body.cluster_id = "c" * 40_000
+        client = await Connection.open(HOST, listener.port, request_timeout_ms=20_000)
+        assert answered_epoch(await client.send(body)) == 5
+        assert await hoarder.closed_by_peer()
+        assert answered_epoch(await client.send(vote(6))) == 6
+        await wait_until(lambda: memory.used_bytes == 0)
+        await client.close()
+        await hoarder.close()
+        await listener.close()
+
+    with caplog.at_level(logging.WARNING, logger=NET_LOGGER):
+        run(test)
+    lines = [r.getMessage() for r in caplog.records if r.name == NET_LOGGER]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("node-8: closing 1 connection(s) that sent no byte of the "
+                               "frame they reserved for 300 ms "
+                               "(limits.NET_PARTIAL_FRAME_STALL_MS): 127.0.0.1:"), lines
+
+
+def test_a_large_frame_that_keeps_arriving_is_read_to_the_end(monkeypatch):
+    """A frame as large as the request memory arrives a little at a time, some bytes between
+    any two sweeps of the listener, over three times limits.NET_PARTIAL_FRAME_STALL_MS: it
+    is not closed, and it is answered."""
+    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS", 1000, raising=False)
+    cap = 1024 * 1024
+    chunks = 24  # a sweep every eighth of the stall bound: 24 sweeps are 3 bounds
+
+    async def test():
+        listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
+                                        max_frame_bytes=cap)
+        frame = big_vote_frame(cap - 200, 9)
+        raw = await RawClient.open(listener.port)
+        step = len(frame) // chunks + 1
+        for start in range(0, len(frame), step):
+            await raw.write(frame[start:start + step])
+            if start + step < len(frame):
+                read = start + step
+                await wait_until(lambda read=read: buffered_bytes(listener) == read)
+                # a sweep after that read: it sees the frame progress
+                sweep = listener._sweep_handle
+                await wait_until(lambda sweep=sweep: listener._sweep_handle is not sweep)
+        assert answered_epoch((await raw.read_response(52, 2))[1]) == 9
+        await raw.close()
         await listener.close()
     run(test)
 

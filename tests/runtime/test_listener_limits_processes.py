@@ -7,30 +7,32 @@ keeps moving (the other controllers fetch from the leader on the flooded listene
 node's memory stays within queued.max.request.bytes plus a baseline.
 
 The floods come from other loopback addresses (127.0.0.2 and up; Linux routes all of
-127.0.0.0/8 to lo), the quorum and the probing client from 127.0.0.1. Every wait is
-bounded; nothing asserts on a duration."""
+127.0.0.0/8 to lo), the quorum and the probing client from 127.0.0.1. The one bound that
+is asserted is the probing client's request timeout; every other wait only stops a hung
+test, and is longer than the requests it waits for could take."""
 
 import asyncio
-import json
-import os
 import signal
-import socket
 import struct
 import subprocess
-import sys
 import time
 
 import pytest
 
-from kraftcore.cli.cluster import free_ports, start_node
 from kraftcore.net import Connection
 from kraftcore.protocol import framing
 from kraftcore.protocol.messages import ApiVersionsRequest
 from kraftcore.raft import rpc
+from kraftcore.runtime.local_cluster import free_ports, start_node
+from tests.net.helpers import HOST, open_raw
 
-WAIT_S = 60
-HOST = "127.0.0.1"
-REQUEST_TIMEOUT_MS = 5000  # the probing client's: every probe must be answered within it
+from .processes import WAIT_S, LocalCluster, kraftcore, wait_for
+
+# The probing client's request timeout, set explicitly: every probe must be answered within
+# it while the floods run. Without the listener limits, every request of an admin timed out
+# for as long as a flood lasted (a minute and more); 15 s is far below that, and far above
+# what a probe takes on a loaded 2-core machine.
+REQUEST_TIMEOUT_MS = 15_000
 MAX_CONNECTIONS = 120
 MAX_CONNECTIONS_PER_IP = 30
 IDLE_MS = 3000
@@ -44,26 +46,6 @@ LIMITS = [f"max.connections={MAX_CONNECTIONS}",
           "broker.heartbeat.interval.ms=500"]
 
 
-def kraftcore(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "kraftcore.cli.main", *args],
-                            capture_output=True, text=True, timeout=WAIT_S, check=False)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kraftcore {' '.join(args)} exited {result.returncode}: "
-                             f"{result.stderr.strip()}")
-    return result
-
-
-def wait_for(what, predicate, wait_s=WAIT_S):
-    deadline = time.monotonic() + wait_s
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}: {last}")
-
-
 def rss_kib(pid, field="VmRSS"):
     """`field` of /proc/<pid>/status in KiB (VmRSS: resident now; VmHWM: its peak)."""
     with open(f"/proc/{pid}/status") as f:
@@ -74,6 +56,12 @@ def rss_kib(pid, field="VmRSS"):
 
 
 # ------------------------------------------------------------------------------ clients
+
+
+def probe_bound_s(rounds):
+    """The longest `rounds` probes on one connection can take without one of them failing:
+    a connect and two requests per round, each within REQUEST_TIMEOUT_MS."""
+    return (1 + 2 * rounds) * REQUEST_TIMEOUT_MS / 1000
 
 
 async def probe(port, rounds=1):
@@ -114,80 +102,32 @@ async def probe_during(port, flooding, probes=6, pause_s=0.5):
     return seen
 
 
-async def connect_from(source, port):
-    """A raw (reader, writer) connected from address `source`."""
-    sock = socket.socket()
-    sock.bind((source, 0))
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, (HOST, port))
-    return await asyncio.open_connection(sock=sock)
+def run(coroutine, bound_s=WAIT_S):
+    """Run a scenario, bounded: a hung one fails instead of hanging the suite. `bound_s`
+    must exceed what the scenario's own bounded waits add up to."""
+    return asyncio.run(asyncio.wait_for(coroutine, bound_s))
 
 
-async def closed_by_peer(reader):
-    try:
-        while await reader.read(65536):
-            pass
-    except ConnectionError:
-        pass
-    return True
-
-
-def run(coroutine):
-    """Run a scenario, bounded: a hung one fails instead of hanging the suite."""
-    return asyncio.run(asyncio.wait_for(coroutine, WAIT_S))
-
-
-def close_all(writers):
-    for writer in writers:
-        writer.transport.abort()
+def close_all(raws):
+    for raw in raws:
+        raw.writer.transport.abort()
 
 
 # ------------------------------------------------------------------------------ nodes
 
 
-class Quorum:
-    """`kraftcore cluster up`: three controllers and a broker, with LIMITS."""
-
-    def __init__(self, directory):
-        self.directory = str(directory)
-        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
-                "3", "--brokers", "1", "--dir", self.directory]
-        for setting in LIMITS:
-            args += ["--set", setting]
-        self.supervisor = subprocess.Popen(args, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True)
-        path = os.path.join(self.directory, "cluster.json")
-        wait_for("cluster.json", lambda: os.path.exists(path) or self.supervisor.poll())
-        if self.supervisor.poll() is not None:
-            raise AssertionError(f"cluster up failed: {self.supervisor.stdout.read()}")
-        with open(path) as f:
-            self.nodes = {n["id"]: n for n in json.load(f)["nodes"]}
-
-    def leader(self):
-        """(node id, port) of the quorum leader."""
-        port = self.nodes[1]["port"]
-
-        def ask():
-            out = kraftcore("quorum", "describe", "--bootstrap-controller",
-                            f"{HOST}:{port}", "--status", "--json", check=False)
-            return out.returncode == 0 and json.loads(out.stdout)["leader_id"] > 0 and \
-                json.loads(out.stdout)["leader_id"]
-        leader = wait_for("a leader", ask)
-        return leader, self.nodes[leader]["port"]
-
-    def down(self):
-        try:
-            kraftcore("cluster", "down", "--dir", self.directory, check=False)
-            self.supervisor.wait(WAIT_S)
-        finally:
-            if self.supervisor.poll() is None:
-                self.supervisor.kill()
-                self.supervisor.wait()
+def leader(cluster):
+    """(node id, port) of the quorum leader."""
+    def elected():
+        leader_id = cluster.quorum()["leader_id"]
+        return leader_id if leader_id > 0 else None
+    leader_id = wait_for("a leader", elected)
+    return leader_id, cluster.nodes[leader_id]["port"]
 
 
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory):
-    q = Quorum(tmp_path_factory.mktemp("limits") / "cluster")
+    q = LocalCluster(tmp_path_factory.mktemp("limits") / "cluster", LIMITS, brokers=1)
     try:
         yield q
     finally:
@@ -211,48 +151,48 @@ async def flood_api_versions(port, connections=50, reconnect_s=2.0):
     reading, and reconnect every `reconnect_s`."""
     chunk = API_VERSIONS * (256 * 1024 // len(API_VERSIONS))
     while True:
-        writers = []
+        raws = []
         try:
             for i in range(connections):
-                _, writer = await connect_from(f"127.0.0.{2 + i % 2}", port)
-                writers.append(writer)
+                raws.append(await open_raw(port, source=f"127.0.0.{2 + i % 2}"))
             deadline = time.monotonic() + reconnect_s
             while time.monotonic() < deadline:
-                for writer in writers:
-                    if writer.transport.get_write_buffer_size() < len(chunk):
-                        writer.write(chunk)
+                for raw in raws:
+                    if raw.writer.transport.get_write_buffer_size() < len(chunk):
+                        raw.writer.write(chunk)
                 await asyncio.sleep(0.01)
         finally:
-            close_all(writers)
+            close_all(raws)
 
 
 def test_pipelined_api_versions_from_many_connections_do_not_stop_the_leader(quorum):
-    _, port = quorum.leader()
+    _, port = leader(quorum)
+    probes = 8
 
     async def scenario():
         assert await probe(port)
-        return await probe_during(port, flood_api_versions(port), probes=8)
+        return await probe_during(port, flood_api_versions(port), probes=probes)
 
-    watermarks = run(scenario())
+    watermarks = run(scenario(), WAIT_S + (probes + 1) * (0.5 + probe_bound_s(1)))
     assert advanced(watermarks), watermarks
-    assert quorum.leader()[0] > 0
+    assert leader(quorum)[0] > 0
 
 
 def test_idle_connections_up_to_max_connections_are_closed(quorum):
     """Idle connections take every slot of the leader's listener: a new client is refused,
     the ones already connected (the quorum, the probing client) keep working, and once the
     idle ones have been closed (connections.max.idle.ms) new clients get in again."""
-    _, port = quorum.leader()
+    _, port = leader(quorum)
 
     async def scenario():
         kept = await Connection.open(HOST, port, request_timeout_ms=REQUEST_TIMEOUT_MS)
         idle = []
         for i in range(MAX_CONNECTIONS + 10):  # more than there are slots
-            idle.append(await connect_from(f"127.0.0.{10 + i // 20}", port))
+            idle.append(await open_raw(port, source=f"127.0.0.{10 + i // 20}"))
         # Slots are all taken: a newcomer is closed as soon as it is accepted.
-        reader, writer = await connect_from("127.0.0.50", port)
-        assert await asyncio.wait_for(closed_by_peer(reader), WAIT_S)
-        writer.close()
+        newcomer = await open_raw(port, source="127.0.0.50")
+        assert await asyncio.wait_for(newcomer.closed_by_peer(), WAIT_S)
+        close_all([newcomer])
         watermarks = []
         for _ in range(4):
             part = rpc.describe_quorum_partition(await kept.send(rpc.describe_quorum_request(),
@@ -260,13 +200,13 @@ def test_idle_connections_up_to_max_connections_are_closed(quorum):
             watermarks.append(part.high_watermark)
             await asyncio.sleep(0.5)
         # Every idle one is closed by the node, within about the idle timeout.
-        await asyncio.wait_for(asyncio.gather(*(closed_by_peer(r) for r, _ in idle)), WAIT_S)
-        close_all(w for _, w in idle)
+        await asyncio.wait_for(asyncio.gather(*(raw.closed_by_peer() for raw in idle)), WAIT_S)
+        close_all(idle)
         watermarks += await probe(port, rounds=2)
         await kept.close()
         return watermarks
 
-    watermarks = run(scenario())
+    watermarks = run(scenario(), 3 * WAIT_S + 4 * (0.5 + probe_bound_s(1)) + probe_bound_s(2))
     assert advanced(watermarks), watermarks
 
 
@@ -274,31 +214,30 @@ def test_connections_beyond_the_per_address_limit_are_closed(quorum):
     """One address opens four times max.connections.per.ip connections, each asking
     ApiVersions: no more than the limit are answered, the others are closed at once, and
     clients from other addresses are answered all along."""
-    _, port = quorum.leader()
+    _, port = leader(quorum)
     request = framing.encode_request(ApiVersionsRequest(), 3, 1, "many")
 
     async def one(results):
-        reader, writer = await connect_from("127.0.0.2", port)
-        results.append(writer)
-        writer.write(request)
+        raw = await open_raw(port, source="127.0.0.2")
+        results.append(raw)
+        raw.writer.write(request)
         try:
-            (size,) = struct.unpack(">i", await reader.readexactly(4))
-            await reader.readexactly(size)
+            await raw.read_frame()
             return True  # answered; the connection stays open
         except (asyncio.IncompleteReadError, ConnectionError):
             return False  # closed by the node
 
     async def scenario():
-        writers = []
-        answered = await asyncio.gather(*(one(writers) for _ in
+        raws = []
+        answered = await asyncio.gather(*(one(raws) for _ in
                                           range(4 * MAX_CONNECTIONS_PER_IP)))
         watermarks = await probe(port, rounds=2)
         await asyncio.sleep(1)
         watermarks += await probe(port, rounds=2)
-        close_all(writers)
+        close_all(raws)
         return answered, watermarks
 
-    answered, watermarks = run(scenario())
+    answered, watermarks = run(scenario(), WAIT_S + 1 + 2 * probe_bound_s(2))
     assert 0 < sum(answered) <= MAX_CONNECTIONS_PER_IP, sum(answered)
     assert advanced(watermarks), watermarks
 
@@ -355,17 +294,18 @@ def test_partial_frames_stay_within_queued_max_request_bytes(single_node):
     async def hold_partial_frames(sent):
         head = struct.pack(">ihhi", frame_bytes, 52, 2, 1)  # a Vote v2 that never completes
         body = head + b"\x00" * (len_offered(frame_bytes) - len(head))
-        writers = []
+        raws = []
         try:
             for i in range(senders):
-                _, writer = await connect_from(f"127.0.0.{2 + i % 4}", port)
-                writer.write(body)
-                writers.append(writer)
+                raw = await open_raw(port, source=f"127.0.0.{2 + i % 4}")
+                raw.writer.write(body)
+                raws.append(raw)
             while True:
-                sent[0] = sum(len(body) - w.transport.get_write_buffer_size() for w in writers)
+                sent[0] = sum(len(body) - r.writer.transport.get_write_buffer_size()
+                              for r in raws)
                 await asyncio.sleep(0.05)
         finally:
-            close_all(writers)
+            close_all(raws)
 
     baseline_kib = rss_kib(process.pid)
 
@@ -385,7 +325,7 @@ def test_partial_frames_stay_within_queued_max_request_bytes(single_node):
             except asyncio.CancelledError:
                 pass
 
-    sent = run(scenario())
+    sent = run(scenario(), WAIT_S + 6 * (0.5 + probe_bound_s(2)))
     peak_kib = rss_kib(process.pid, "VmHWM")
     slack_kib = 16 * 1024  # the interpreter's own growth, allocator slack, read buffers
     # 84 MiB were offered; the node took in at least the frames it had room for (what it

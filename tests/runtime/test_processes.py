@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from kraftcore.cli.cluster import free_ports, start_node
+from kraftcore.runtime.local_cluster import free_ports, start_node
 
-WAIT_S = 60
+from .processes import WAIT_S, LocalCluster, kraftcore, wait_for
+
 # The broker session must outlast a failover as a surviving broker sees it (its observer
 # notices within the fetch timeout, then its heartbeats reach the new controller): a
 # shorter one lets the survivor be fenced with the killed broker, and partitions whose ISR
@@ -25,96 +26,11 @@ FAST = ["controller.quorum.election.timeout.ms=300", "controller.quorum.fetch.ti
         "broker.heartbeat.interval.ms=200"]
 
 
-def kraftcore(*args, check=True):
-    result = subprocess.run([sys.executable, "-m", "kraftcore.cli.main", *args],
-                            capture_output=True, text=True, timeout=WAIT_S)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kraftcore {' '.join(args)} exited {result.returncode}: "
-                             f"{result.stderr.strip()}")
-    return result
+class Cluster(LocalCluster):
+    """A local cluster with the FAST settings."""
 
-
-def wait_for(what, predicate):
-    deadline = time.monotonic() + WAIT_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except AssertionError as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}: {last}")
-
-
-class Cluster:
     def __init__(self, directory, brokers=2, combined=False):
-        self.directory = str(directory)
-        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
-                "3", "--brokers", str(brokers), "--dir", self.directory]
-        if combined:
-            args.append("--combined")
-        for setting in FAST:
-            args += ["--set", setting]
-        self.supervisor = subprocess.Popen(args, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True)
-        path = os.path.join(self.directory, "cluster.json")
-        wait_for("cluster.json", lambda: os.path.exists(path) or self.supervisor.poll())
-        if self.supervisor.poll() is not None:
-            raise AssertionError(f"cluster up failed: {self.supervisor.stdout.read()}")
-        with open(path) as f:
-            self.description = json.load(f)
-        self.nodes = {n["id"]: n for n in self.description["nodes"]}
-        self.pids = {n["id"]: n["pid"] for n in self.description["nodes"]}
-        self.extra = []
-
-    def controllers(self):
-        return [n for n in self.nodes.values() if "controller" in n["roles"]]
-
-    def bootstrap(self, exclude=()):
-        for node in self.controllers():
-            if node["id"] not in exclude:
-                return f"127.0.0.1:{node['port']}"
-        raise AssertionError("no controller left")
-
-    def quorum(self, exclude=()):
-        out = kraftcore("quorum", "describe", "--bootstrap-controller",
-                        self.bootstrap(exclude), "--status", "--json").stdout
-        return json.loads(out)
-
-    def brokers(self, exclude=()):
-        out = kraftcore("brokers", "list", "--bootstrap-controller", self.bootstrap(exclude),
-                        "--json").stdout
-        return {b["id"]: b["state"] for b in json.loads(out)["brokers"]}
-
-    def restart(self, node_id):
-        node = self.nodes[node_id]
-        process = start_node(node["config"])
-        self.extra.append(process)
-        self.pids[node_id] = process.pid
-        return process
-
-    def kill(self, node_id):
-        os.kill(self.pids[node_id], signal.SIGKILL)
-        for process in self.extra:
-            if process.pid == self.pids[node_id]:
-                process.wait(WAIT_S)
-
-    def down(self):
-        try:
-            kraftcore("cluster", "down", "--dir", self.directory, check=False)
-            self.supervisor.wait(WAIT_S)
-        finally:
-            for process in [self.supervisor] + self.extra:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-                    try:
-                        process.wait(WAIT_S)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+        super().__init__(directory, FAST, brokers=brokers, combined=combined)
 
 
 @pytest.fixture

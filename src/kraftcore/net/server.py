@@ -21,23 +21,45 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   responses, is slowed down instead of growing memory.
 * Request memory (`RequestMemory`): the bytes of requests read and not yet answered, partial
   frames included, are counted against a budget. A frame counts its whole declared size from
-  the moment its 4-byte size has been read (the rest is reserved, and granted only if it
-  fits), so a frame that has begun always has room to finish and two large frames cannot
-  stall each other halfway. A connection reads only while it has room, and at most that
-  room; when the budget is spent, connections stop reading (they are not closed) and wait,
-  first come first served, for the bytes their next frame needs; reading resumes as
-  requests are answered or connections close. The first
-  `limits.NET_CONNECTION_GUARANTEED_BYTES` a connection holds are outside the budget's
-  limit: small requests flow while others hold the budget, a frame as large as the budget
-  fits once the others have given theirs back, and the total stays below the budget + that
-  much per connection.
+  the moment its 4-byte size has been read, whether or not whole frames wait ahead of it in
+  the connection's buffer: the rest is reserved if it fits, else the connection stops
+  reading and waits, first come first served, for that much room. A connection reads only
+  while it has room, and at most that room; reading resumes as requests are answered or
+  connections close. The first `limits.NET_CONNECTION_GUARANTEED_BYTES` a connection holds
+  are outside the budget's limit: small requests flow while others hold the budget, a frame
+  as large as the budget fits once the others have given theirs back, and the total stays
+  below the budget + that much per connection.
+* Two large frames cannot stall each other halfway. What a connection holds beyond its
+  guaranteed bytes is (a) whole requests, buffered or being handled, given back as they are
+  answered, whatever the memory does; (b) a partial frame whose whole size is counted,
+  which needs only its client's bytes to finish; or (c) the part read of a partial frame
+  whose rest did not fit. A read made while others wait brings at most the connection's
+  guaranteed bytes (or the 4 of a size), so its (c) lies within those once its (a) is
+  back. (c) beyond them comes from a read made while nobody waited, and the same call
+  that read it reserves the rest or queues the connection, which is then the head of the
+  queue, and stays the head until it gets its room. So the head waits only for bytes of
+  kinds (a) and (b), which come back without anyone getting room, and for its own; with
+  those back it holds its frame (at most `max_frame_bytes` + 4) and its guaranteed bytes,
+  which fit a budget of at least `max_frame_bytes`. The queue is served in order, so every
+  waiting connection becomes the head in its turn and gets its room. (Counting a partial
+  frame only once the frames ahead of it are taken up would break this: a connection
+  could hold part of a frame beyond its guaranteed bytes and queue behind a head that
+  needs those bytes.)
+* A reservation does not outlive its client's silence: a connection that holds the
+  reserved rest of a frame beyond its guaranteed bytes, has no request being handled, and
+  reads no byte for `limits.NET_PARTIAL_FRAME_STALL_MS` is closed (a client that sends 4
+  bytes of size and nothing more would otherwise keep that much room from every other
+  connection, for as long as it stays connected). Any byte restarts the count, so a large
+  frame that keeps arriving, however slowly, is read to its end. The sweep below checks it
+  (whenever the memory has a limit); a read only bumps a counter.
 * Connection limits: at most `max_connections` open connections, at most
   `max_connections_per_ip` from one address; a connection beyond either is closed as soon as
   it is accepted, and the open ones keep working. Refusals are logged at most once per
   `limits.NET_REFUSAL_LOG_INTERVAL_MS`, with a count of the ones not logged.
 * Idle connections: with `connections_max_idle_ms`, a connection on which no request was
   taken up for that long, and which has no request being handled, is closed. One periodic
-  sweep per listener checks every connection; a request only bumps a counter.
+  sweep per listener checks every connection (for idleness and for stalled reservations);
+  a request only bumps a counter.
 * A connection whose bytes break the protocol is closed alone; the listener and every
   other connection keep going. That covers a frame size outside [0, max_frame_bytes], a
   header or body that does not decode, an API key this listener does not serve, an API
@@ -95,6 +117,12 @@ def _pooled(held):
     return held - _GUARANTEED_BYTES if held > _GUARANTEED_BYTES else 0
 
 
+def _peers(conns):
+    """"host:port, ..." of the first five of `conns` (for a log line)."""
+    shown = ", ".join(f"{h}:{p}" for h, p in (c.peer for c in conns[:5]))
+    return shown + (", ..." if len(conns) > 5 else "")
+
+
 def _check_positive(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive integer, not {value!r}")
@@ -117,7 +145,8 @@ class RequestMemory:
     `max_bytes` + those bytes per connection, and a frame of up to `max_bytes` always fits
     once the others have given theirs back (the guaranteed bytes of connections that wait
     do not stand in its way). Connections that wait for room are served first come, first
-    served; see the module docstring for the rules."""
+    served; the module docstring gives the rules and why no two of them wait for each
+    other."""
 
     def __init__(self, max_bytes=None):
         _check_optional("max_bytes", max_bytes, 1)
@@ -232,6 +261,8 @@ class Listener:
         self._read_buffer = bytearray(_READ_BYTES)
         self._read_view = memoryview(self._read_buffer)
         self._sweep_handle = None
+        # Read when the listener starts (tests shorten it).
+        self._stall_ms = limits.NET_PARTIAL_FRAME_STALL_MS
         self._refusal_log_at = 0.0
         self._refusals_unlogged = 0
 
@@ -260,7 +291,7 @@ class Listener:
                               f"{exc.strerror or exc}; choose another port or stop the "
                               "process that holds this one", (host, port)) from exc
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
-        if connections_max_idle_ms is not None:
+        if connections_max_idle_ms is not None or self.memory.max_bytes is not None:
             self._schedule_sweep()
         return self
 
@@ -342,35 +373,60 @@ class Listener:
     # ------------------------------------------------------------------ idle connections
 
     def _schedule_sweep(self):
-        interval_ms = min(max(self.connections_max_idle_ms // 8,
-                              limits.NET_IDLE_SWEEP_INTERVAL_MS_MIN),
+        """The next sweep in an eighth of the shortest bound it checks: the idle timeout,
+        and (with a request memory limit) the stall bound of reserved frames."""
+        bounds_ms = []
+        if self.connections_max_idle_ms is not None:
+            bounds_ms.append(self.connections_max_idle_ms)
+        if self.memory.max_bytes is not None:
+            bounds_ms.append(self._stall_ms)
+        interval_ms = min(max(min(bounds_ms) // 8, limits.NET_IDLE_SWEEP_INTERVAL_MS_MIN),
                           limits.NET_IDLE_SWEEP_INTERVAL_MS_MAX)
         self._sweep_handle = asyncio.get_running_loop().call_later(interval_ms / 1000,
                                                                     self._sweep)
 
     def _sweep(self):
-        """Close the connections without a request since `connections_max_idle_ms`. A
-        connection that took up a request since the last sweep, or has one being handled,
-        starts its idle time again at this sweep, so none is closed early."""
+        """Close the connections without a request since `connections_max_idle_ms`, and
+        those that hold the reserved rest of a frame beyond their guaranteed bytes, have no
+        request being handled and read no byte for `limits.NET_PARTIAL_FRAME_STALL_MS`. A
+        connection that took up a request (or read a byte) since the last sweep, or is not
+        in that state, starts its time again at this sweep, so none is closed early."""
         self._sweep_handle = None
         if self._closing:
             return
         now = asyncio.get_running_loop().time()
-        idle_s = self.connections_max_idle_ms / 1000
+        idle_ms = self.connections_max_idle_ms
+        idle_s = None if idle_ms is None else idle_ms / 1000
+        stall_s = None if self.memory.max_bytes is None else self._stall_ms / 1000
         expired = []
+        stalled = []
         for conn in self._connections:
-            if conn._requests != conn._requests_seen or conn._slots:
-                conn._requests_seen = conn._requests
-                conn._idle_since = now
-            elif now - conn._idle_since >= idle_s:
-                expired.append(conn)
+            if idle_s is not None:
+                if conn._requests != conn._requests_seen or conn._slots:
+                    conn._requests_seen = conn._requests
+                    conn._idle_since = now
+                elif now - conn._idle_since >= idle_s:
+                    expired.append(conn)
+                    continue
+            if stall_s is not None:
+                if conn._reserved and conn._reads == conn._reads_seen and not conn._slots \
+                        and conn._held > _GUARANTEED_BYTES:
+                    if now - conn._stalled_since >= stall_s:
+                        stalled.append(conn)
+                else:
+                    conn._reads_seen = conn._reads
+                    conn._stalled_since = now
         if expired:
-            shown = ", ".join(f"{h}:{p}" for h, p in (c.peer for c in expired[:5]))
             log.info("%s: closing %d connection(s) with no request for %d ms "
-                     "(connections_max_idle_ms): %s%s", self.name, len(expired),
-                     self.connections_max_idle_ms, shown,
-                     ", ..." if len(expired) > 5 else "")
+                     "(connections_max_idle_ms): %s", self.name, len(expired), idle_ms,
+                     _peers(expired))
             for conn in expired:
+                conn.abort()
+        if stalled:
+            log.warning("%s: closing %d connection(s) that sent no byte of the frame they "
+                        "reserved for %d ms (limits.NET_PARTIAL_FRAME_STALL_MS): %s",
+                        self.name, len(stalled), self._stall_ms, _peers(stalled))
+            for conn in stalled:
                 conn.abort()
         self._schedule_sweep()
 
@@ -424,6 +480,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self.peer = ("?", 0)
         self._slots = collections.deque()  # requests in order, answered or not
         self._in = None  # bytearray of input not taken up yet, or None
+        # `_in[:_tail]` are whole frames (sizes checked); a frame that is not whole, if
+        # any, begins at `_tail`
+        self._tail = 0
         self._reserved = 0  # bytes of the partial frame in `_in` counted but not read yet
         self._held = 0
         self._inline = 0  # requests answered inline in this turn (in flight until its end)
@@ -434,6 +493,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._requests = 0  # requests taken up, ever (the idle sweep compares it)
         self._requests_seen = 0
         self._idle_since = 0.0
+        self._reads = 0  # reads, ever (the sweep compares it: a reserved frame progresses)
+        self._reads_seen = 0
+        self._stalled_since = 0.0
         self._out = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -483,7 +545,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 # No room: read the next frame's size anyway (that much past the limit), to
                 # know what to wait for. `_in` holds at most a part of that size here.
                 # (at least 1: `_in` holds a whole size only once that frame is counted)
-                n = max(4 - (len(self._in) if self._in is not None else 0), 1)
+                n = max(4 - (len(self._in) - self._tail if self._in is not None else 0), 1)
         if n >= _READ_BYTES:
             return self._listener._read_view
         return self._listener._read_view[:n]
@@ -492,6 +554,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         if self._closed:
             return
         self._inline = 0  # a read starts a turn of this connection
+        self._reads += 1
         view = self._listener._read_view
         data = self._in
         if data is None:
@@ -500,8 +563,12 @@ class _ServerConnection(asyncio.BufferedProtocol):
             if self._closed:
                 return
             if pos < nbytes:
-                self._in = bytearray(view[pos:nbytes])
+                self._in = data = bytearray(view[pos:nbytes])
                 self._charge(nbytes - pos)
+                # Whole frames wait ahead of the rest: find where the last frame begins.
+                self._tail = self._scan(data, 0) if self._frames_waiting else 0
+                if self._closed:
+                    return
         else:
             reserved = self._reserved
             if nbytes <= reserved:
@@ -510,6 +577,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 self._reserved = 0
                 self._charge(nbytes - reserved)
             data += view[:nbytes]
+            self._tail = self._scan(data, self._tail)
+            if self._closed:
+                return
             self._drain()
             if self._closed:
                 return
@@ -543,6 +613,22 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 return end
         return pos
 
+    def _scan(self, data, pos):
+        """Where the last frame of `data` that is not whole begins, from `pos` (a frame's
+        start) on: the frames before it are whole and their sizes checked. Walks each
+        frame of `_in` once: `_tail` remembers how far it got."""
+        max_frame = self._listener.max_frame_bytes
+        end = len(data)
+        while end - pos >= 4:
+            size = _size_at(data, pos)[0]
+            if size < 0 or size > max_frame:
+                self._fail(f"bad frame: frame size {size} is outside [0, {max_frame}]")
+                return 0
+            if pos + 4 + size > end:
+                break
+            pos += 4 + size
+        return pos
+
     def _drain(self):
         """Take up what `_in` holds, as far as allowed."""
         self._frames_waiting = False
@@ -554,6 +640,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             # One large frame (its size was checked when it began) and nothing else: the
             # decoder gets the buffer itself, not a copy.
             self._in = None
+            self._tail = 0
             self._dispatch(memoryview(data)[4:], end)
             return
         with memoryview(data) as view:
@@ -562,18 +649,32 @@ class _ServerConnection(asyncio.BufferedProtocol):
             return
         if pos >= end:
             self._in = None
+            self._tail = 0
         elif pos:
             del data[:pos]
+            self._tail -= pos
 
     def _busy(self):
         return self._writing_paused or \
             len(self._slots) + self._inline >= self._listener.max_inflight_per_connection
 
     def _settle(self):
-        """After input was taken up: read on, or pause (frames wait for their turn, or
-        for request memory)."""
-        if self._closed or self._waiting_memory:
+        """After input was read or taken up: count the whole size of a partial frame whose
+        size has arrived (or wait for room for it), whether or not whole frames wait ahead
+        of it; then read on, or pause (frames wait for their turn, or for request memory)."""
+        if self._closed:
             return
+        data = self._in
+        if data is not None and not self._reserved and not self._waiting_memory:
+            tail = self._tail
+            if len(data) - tail >= 4:
+                # the rest of the partial frame (`_scan` found it is not whole)
+                want = _size_at(data, tail)[0] + 4 - (len(data) - tail)
+                if self._memory._fits(self._held, want):
+                    self._charge(want)
+                    self._reserved = want
+                else:
+                    self._wait_for_memory(want)
         if self._frames_waiting or self._busy():
             self._pause_reading()
             if self._inline and not self._writing_paused and not self._turn_scheduled:
@@ -581,18 +682,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
                 self._turn_scheduled = True
                 asyncio.get_running_loop().call_soon(self._next_turn)
             return
-        if not self._reserved:
-            memory = self._memory
-            data = self._in
-            if data is not None and len(data) >= 4:
-                want = _size_at(data, 0)[0] + 4 - len(data)  # the rest of a partial frame
-                if memory._fits(self._held, want):
-                    self._charge(want)
-                    self._reserved = want
-                else:
-                    self._wait_for_memory(want)
-                    return
-        if self._reading_paused:
+        if self._reading_paused and not self._waiting_memory:
             self._reading_paused = False
             self._transport.resume_reading()
 
@@ -646,6 +736,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         """Drop the input and give back everything this connection counted."""
         self._waiting_memory = False
         self._in = None
+        self._tail = 0
         self._reserved = 0
         held, self._held = self._held, 0
         if held:
