@@ -4,10 +4,10 @@ on."""
 import asyncio
 import random
 
-from kraftcore.cli.cluster import free_ports, node_properties
-from kraftcore.types import Uuid
 from kraftcore.runtime.config import NodeConfig
+from kraftcore.runtime.local_cluster import free_ports, node_properties
 from kraftcore.runtime.node import Node
+from kraftcore.types import Uuid
 
 FAST = [("controller.quorum.election.timeout.ms", "300"),
         ("controller.quorum.fetch.timeout.ms", "600"),
@@ -99,7 +99,7 @@ def test_an_exception_in_a_role_stops_the_node_with_exit_code_1(tmp_path, caplog
         "node 1 stops: the broker role failed: RuntimeError: lifecycle bug"]
 
 
-def test_a_metadata_log_with_a_gap_opens_only_when_asked(tmp_path):
+def test_a_metadata_log_with_a_gap_opens_only_when_asked(tmp_path, caplog):
     """A middle segment of the metadata log deleted by hand: the node refuses to start
     (LogGapError, and `kraftcore start` says which option to use), nothing on disk
     changes; with set_aside_past_gap it starts, the files past the gap renamed .stray."""
@@ -169,9 +169,50 @@ def test_a_metadata_log_with_a_gap_opens_only_when_asked(tmp_path):
         result.stderr and "Traceback" not in result.stderr
     assert sorted(os.listdir(directory)) == before
 
-    asyncio.run(start(set_aside_past_gap=True))
+    import logging
+    with caplog.at_level(logging.WARNING, logger="kraftcore.runtime"):
+        asyncio.run(start(set_aside_past_gap=True))
+    assert any("opened up to a gap" in r.getMessage() and "as a voter" in r.getMessage()
+               for r in caplog.records)
     before_logs = [n for n in before if n.endswith(".log")]
     strays = sorted(n[:-len(".stray")] for n in os.listdir(directory)
                     if n.endswith(".log.stray"))
     assert strays == before_logs[2:]  # every segment past the gap, none deleted
     assert segments()[:2] == before_logs[:2]
+
+
+def test_raft_requests_to_a_node_stopping_on_a_failure_are_answered_not_raised(tmp_path,
+                                                                               caplog):
+    """The request that makes the core fail, and every Raft request after it until the
+    node is down, get a BROKER_NOT_AVAILABLE answer: the failure is logged once, not once
+    per request by the listener."""
+    import logging
+
+    from kraftcore.protocol.error_codes import ErrorCode
+    from kraftcore.protocol.framing import Request
+    from kraftcore.raft import rpc
+
+    async def scenario():
+        (port,) = free_ports(1)
+        node = Node(NodeConfig.from_text(node_properties(
+            1, ("controller",), {1: port}, {"controller": port, "broker": 0},
+            str(tmp_path / "n1"), FAST)), str(Uuid.random(random.Random(1))))
+        await node.start()
+        try:
+            def broken_handle(message, now_ms):
+                raise RuntimeError("core bug")
+            node.driver.core.handle = broken_handle
+            body = rpc.describe_quorum_request()
+            request = Request(55, 1, 7, "probe", body, None)
+            answers = [node._handle(request, ("127.0.0.1", 1)) for _ in range(3)]
+            assert node.driver.failed is not None and node.exit_code == 1
+            return answers
+        finally:
+            await node.stop(graceful=False)
+
+    with caplog.at_level(logging.INFO):
+        answers = asyncio.run(scenario())
+    assert [a.error_code for a in answers] == [ErrorCode.BROKER_NOT_AVAILABLE] * 3
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("node 1 stops: ") and \
+        "core bug" in errors[0], errors

@@ -315,7 +315,10 @@ class Node:
     `kraftcore.runtime.config.NodeConfig`; `cluster_id` comes from meta.properties.
     `set_aside_past_gap`: open a metadata log whose segments have a gap up to the gap,
     renaming the segment files past it to `.stray` (`Log.open`); the node then fetches
-    the rest from the leader. Without it such a log refuses to open (`LogGapError`)."""
+    the rest from the leader. Without it such a log refuses to open (`LogGapError`). On a
+    voter this forgets records it may have acknowledged: safe only while the other voters
+    hold all of them (a majority of the quorum up without it), as for a reformatted
+    voter; the node says so in its log."""
 
     def __init__(self, config, cluster_id, *, set_aside_past_gap=False):
         self.config = config
@@ -361,6 +364,13 @@ class Node:
         os.makedirs(directory, exist_ok=True)
         self.storage = FileRaftStorage.open(directory, **config.metadata_log_settings(),
                                             set_aside_past_gap=self.set_aside_past_gap)
+        gap = self.storage.recovery.log.gap
+        if gap is not None:
+            log.warning("node %s: the metadata log was opened up to a gap (%s); the files "
+                        "past it are set aside as .stray%s", self.node_id, gap,
+                        "; as a voter this node may have acknowledged records it no longer "
+                        "holds: that is safe only if the other voters hold all of them"
+                        if self.node_id in self.voters else "")
         raft_config = config.raft_config(self.cluster_id)
         self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
                              + raft_config.fetch_max_wait_ms)
@@ -413,17 +423,24 @@ class Node:
 
     def _handle(self, request, peer):
         """The listener's handler: an awaitable of the response (a Raft request's answer is
-        the driver's future itself)."""
+        the driver's future itself). Once the driver has failed (the node is stopping on
+        it, logged once), a Raft request gets BROKER_NOT_AVAILABLE instead of raising in
+        the listener, which would log it again for every request until the node is down."""
+        driver = self.driver
         if request.api_key in RAFT_APIS:
-            return self.driver.handle_request(request.body)
-        from kraftcore.runtime import controller_api
-
-        return controller_api.handle_controller_request(self, request)
+            if driver.failed is None:
+                try:
+                    return driver.handle_request(request.body)
+                except Exception:
+                    if driver.failed is None:
+                        raise  # not the core: the listener reports it
+            return error_response(request.api_key, request.api_version, request.body,
+                                  ErrorCode.BROKER_NOT_AVAILABLE,
+                                  f"node {self.node_id} is stopping on a failure")
+        return handle_controller_request(self, request)
 
     async def _handle_broker(self, request, peer):
-        from kraftcore.runtime import controller_api
-
-        return await controller_api.handle_controller_request(_BrokerView(self), request)
+        return await handle_broker_request(_BrokerView(self), request)
 
     def fail(self, exc, logged=False):
         """Stop with exit status 1; `logged`: the error line is written already (the
