@@ -38,4 +38,5 @@ wheel:
 	bash wheels/build.sh
 
 clean:
-	rm -rf build dist wheels/dist src/*.egg-info src/kraftcore/_c/*.so ext/*.c
+	rm -rf build dist wheels/dist src/*.egg-info src/kraftcore/_c/*.so \
+		src/kraftcore/runtime/*.so ext/*.c

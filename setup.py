@@ -29,15 +29,19 @@ def _extensions():
     else:
         cflags = ["-O0", "-g"] if debug else ["-O3"]
         cflags += ["-fno-strict-aliasing", "-Wno-unused-function"]
-    modules = ["crc32c", "varint", "records", "segment", "protocol", "appends"]
+    # (module, source): the kernels, twins of kraftcore._py, and the Raft driver's helper,
+    # twin of kraftcore.runtime.appends
+    modules = [(f"kraftcore._c.{name}", f"ext/{name}.pyx")
+               for name in ("crc32c", "varint", "records", "segment", "protocol")]
+    modules.append(("kraftcore.runtime._appends", "ext/driver_appends.pyx"))
     extensions = [
         Extension(
-            f"kraftcore._c.{name}",
-            [f"ext/{name}.pyx"],
+            module,
+            [source],
             include_dirs=["ext"],
             extra_compile_args=cflags,
         )
-        for name in modules
+        for module, source in modules
     ]
     directives = {
         "language_level": 3,

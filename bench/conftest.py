@@ -101,9 +101,9 @@ def dataset():
 def _reference_encode(data, compression=None):
     # The pure-Python encoder is the format's specification; the native encoder produces
     # the same bytes (checked in test_bench_records.py).
-    from kraftcore._py.records import encode_batch
+    from kraftcore import codec
 
-    return encode_batch(
+    return codec.implementations()["py"].records.encode_batch(
         data.values, keys=data.keys, timestamp=data.timestamp, compression=compression
     )
 
@@ -233,10 +233,10 @@ def _git_commit(root):
 
 
 def _machine(config):
-    try:
-        from kraftcore._c.crc32c import HARDWARE as crc_hardware
-    except ImportError:
-        crc_hardware = None
+    from kraftcore import codec
+
+    native = codec.implementations().get("c")
+    crc_hardware = native.crc32c.HARDWARE if native is not None else None
     try:
         import google_crc32c
 

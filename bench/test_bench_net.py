@@ -121,7 +121,7 @@ class KraftcoreClient:
 
         self.loop = loop
         self.conn = loop.run_until_complete(Connection.open(HOST, port,
-                                                            max_inflight=WINDOW))
+                                                            inflight_max=WINDOW))
         self.requests = _kraftcore_requests()
 
     def serial(self, workload):

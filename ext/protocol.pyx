@@ -102,8 +102,9 @@ cdef enum:
     IGNORABLE = 8
     FRESH = 16
 
-from kraftcore.kernel_api import EMPTY_ELEMENTS_MAX, FRAME_FIELD_MAX, FRAME_VERSION
-cdef Py_ssize_t EMPTY_MAX = kernel_api.EMPTY_ELEMENTS_MAX
+from kraftcore.layout import METADATA_FRAME_FIELD_MAX, METADATA_FRAME_VERSION
+from kraftcore.limits import PROTOCOL_EMPTY_ELEMENTS_MAX
+cdef Py_ssize_t EMPTY_MAX = PROTOCOL_EMPTY_ELEMENTS_MAX
 
 
 def _check_program_form():
@@ -434,11 +435,12 @@ cdef tuple _decode_value(_In c, object value, list table):
     cdef Py_ssize_t pos = 0, end = c.size
     cdef uint32_t frame, api_key, version
     frame = _uvarint(c.data, &pos, end, "frame version")
-    if frame != FRAME_VERSION:
-        raise ProtocolError(f"metadata record frame version {frame}, expected {FRAME_VERSION}", 0)
+    if frame != METADATA_FRAME_VERSION:
+        raise ProtocolError(
+            f"metadata record frame version {frame}, expected {METADATA_FRAME_VERSION}", 0)
     api_key = _uvarint(c.data, &pos, end, "record type")
     version = _uvarint(c.data, &pos, end, "record version")
-    if api_key > FRAME_FIELD_MAX or version > FRAME_FIELD_MAX:
+    if api_key > METADATA_FRAME_FIELD_MAX or version > METADATA_FRAME_FIELD_MAX:
         raise ProtocolError(f"record type {api_key} or version {version} above 32767", 0)
     prog = _program_for(table, api_key, version, 0)
     obj = _read_struct(c, &pos, end, prog)
@@ -766,7 +768,7 @@ def encode_metadata_values(records, versions, list table):
         api_key = getattr(type(record), "api_key", None)
         if api_key is None:
             raise EncodeError(f"{type(record).__name__} is not a metadata record")
-        if not isinstance(version, int) or not 0 <= version <= FRAME_FIELD_MAX:
+        if not isinstance(version, int) or not 0 <= version <= METADATA_FRAME_FIELD_MAX:
             raise EncodeError(f"bad record version {version!r}")
         try:
             prog = _program_for(table, api_key, version, 0)
@@ -776,7 +778,7 @@ def encode_metadata_values(records, versions, list table):
             raise EncodeError(f"record type {api_key} is {prog[0].__name__}, "
                               f"not {type(record).__name__}")
         data.size = 0
-        data.uvarint(FRAME_VERSION)
+        data.uvarint(METADATA_FRAME_VERSION)
         data.uvarint(api_key)
         data.uvarint(version)
         _write_struct(data, prog, record)

@@ -73,6 +73,10 @@ cdef enum:
     FAST_SLACK = 16  # bytes past a record's end for `_records_well_formed`'s fast loop
     SHAPE_BYTES = 16  # bytes of a record compared with the last one's shape (two words)
 
+if RECORD_BYTES_MIN != limits.RECORD_BYTES_MIN:
+    raise ImportError("kraftcore._c.records was compiled with another RECORD_BYTES_MIN than "
+                      "kraftcore.limits holds; rebuild the extension")
+
 cdef uint32_t CRC_INIT = 0xFFFFFFFF
 cdef Py_ssize_t NOGIL_BYTES_MIN = limits.NOGIL_BYTES_MIN
 cdef Py_ssize_t RECORD_BATCH_BYTES_MAX = limits.RECORD_BATCH_BYTES_MAX

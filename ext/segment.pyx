@@ -36,8 +36,8 @@ cdef Py_ssize_t OFFSET_ENTRY_BYTES = layout.OFFSET_INDEX_ENTRY_BYTES
 cdef Py_ssize_t TIME_ENTRY_BYTES = layout.TIME_INDEX_ENTRY_BYTES
 cdef int64_t RELATIVE_OFFSET_MAX = layout.RELATIVE_OFFSET_MAX
 cdef int64_t NO_STAMP = kernel_api.NO_STAMP
-cdef int64_t INT32_MIN = kernel_api.INT32_MIN
-cdef int64_t INT32_MAX = kernel_api.INT32_MAX
+cdef int64_t INT32_MIN = layout.INT32_MIN
+cdef int64_t INT32_MAX = layout.INT32_MAX
 cdef enum:
     SCRATCH_BYTES = 32  # room for the longest entry or stamped head a kernel here writes
 if max(STAMPED_HEADER_BYTES, OFFSET_ENTRY_BYTES, TIME_ENTRY_BYTES) > SCRATCH_BYTES:
@@ -305,7 +305,7 @@ cdef class SegmentState:
         del self.time_index[self._undo_time_index_bytes:]
 
 
-def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t max_bytes):
+def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t bytes_max):
     """Find whole batches for a read; see `kraftcore._py.segment.locate_batches`."""
     cdef Py_buffer view
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
@@ -339,7 +339,7 @@ def locate_batches(buffer, int64_t target_offset, int64_t end_offset, int64_t ma
                     start = pos
                     end = pos + size
             else:
-                if last_offset >= end_offset or pos + size - start > max_bytes:
+                if last_offset >= end_offset or pos + size - start > bytes_max:
                     return start, end, -1, 0
                 end = pos + size
             pos += size

@@ -4,8 +4,6 @@ The session refuses to run when the native extension did not load and KRAFTCORE_
 unset: a silently pure-Python run would hide a broken build.
 """
 
-import types
-
 import pytest
 
 from kraftcore import codec
@@ -22,22 +20,14 @@ def pytest_sessionstart(session):
         )
 
 
-def _namespace(name):
-    crc, varint, records, segment, protocol, appends = IMPLEMENTATIONS[name]
-    return types.SimpleNamespace(
-        name=name, crc32c=crc, varint=varint, records=records, segment=segment,
-        protocol=protocol, appends=appends,
-    )
-
-
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def impl(request):
-    """One implementation: .crc32c, .varint, .records, .segment, .protocol and .appends
-    modules, and its .name."""
-    return _namespace(request.param)
+    """One implementation of the kernels, a `kraftcore.codec.Kernels`: its .name and its
+    .crc32c, .varint, .records, .segment and .protocol modules."""
+    return IMPLEMENTATIONS[request.param]
 
 
 @pytest.fixture
 def impls():
     """Every implementation that loads, by name."""
-    return {name: _namespace(name) for name in IMPLEMENTATIONS}
+    return dict(IMPLEMENTATIONS)

@@ -1,17 +1,28 @@
 """The one switch between the native kernels (`kraftcore._c`) and the pure-Python reference
-(`kraftcore._py`). Everything else imports kernels from here.
+(`kraftcore._py`). Everything else imports kernels from here, and nothing else imports `_c`
+or `_py`.
 
 * `KRAFTCORE_PURE=1` selects the pure-Python kernels.
 * `KRAFTCORE_REQUIRE_EXT=1` makes a missing or broken extension an ImportError instead of a
   silent fall-back.
 
-`IMPLEMENTATION` is "c" or "py". `implementations()` returns every implementation that
-loads, for tests and benchmarks that compare them.
+Both are read once, when this module loads. `IMPLEMENTATION` is "c" or "py"; `KERNELS` is
+the `Kernels` that runs. `implementations()` returns every implementation that loads, by
+name, for tests and benchmarks that compare them.
+
+A compiled helper outside the kernels (the Raft driver's append bookkeeping,
+`kraftcore.runtime.appends`) is chosen by the same switch: `twin(native, pure)` picks one
+module of a pair by the rules above, and `twins(native, pure)` returns both, for their tests.
 """
 
+import dataclasses
+import importlib
 import os
+import types
 
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError  # noqa: F401
+
+__all__ = ["Kernels", "KERNELS", "IMPLEMENTATION", "implementations", "twin", "twins"]
 
 
 def _flag(name):
@@ -22,36 +33,84 @@ PURE_REQUESTED = _flag("KRAFTCORE_PURE")
 EXTENSION_REQUIRED = _flag("KRAFTCORE_REQUIRE_EXT")
 
 
-def _load_c():
-    from kraftcore._c import appends, crc32c, protocol, records, segment, varint
+@dataclasses.dataclass(frozen=True)
+class Kernels:
+    """One implementation of the kernels: its `name` ("c" or "py") and its modules, which
+    hand out the same names in both."""
 
-    return crc32c, varint, records, segment, protocol, appends
+    name: str
+    crc32c: types.ModuleType
+    varint: types.ModuleType
+    records: types.ModuleType
+    segment: types.ModuleType
+    protocol: types.ModuleType
+
+
+def _load_c():
+    from kraftcore._c import crc32c, protocol, records, segment, varint
+
+    return Kernels("c", crc32c, varint, records, segment, protocol)
 
 
 def _load_py():
-    from kraftcore._py import appends, crc32c, protocol, records, segment, varint
+    from kraftcore._py import crc32c, protocol, records, segment, varint
 
-    return crc32c, varint, records, segment, protocol, appends
+    return Kernels("py", crc32c, varint, records, segment, protocol)
 
 
-EXTENSION_ERROR = None
-if PURE_REQUESTED:
-    _crc, _varint, _records, _segment, _protocol, _appends = _load_py()
-    IMPLEMENTATION = "py"
-else:
+def _select(load_native, load_pure, what):
+    """(loaded, the native one's ImportError or None), by the switch: `load_pure()` when
+    KRAFTCORE_PURE is set or the native one does not load (an ImportError instead under
+    KRAFTCORE_REQUIRE_EXT), else `load_native()`."""
+    if PURE_REQUESTED:
+        return load_pure(), None
     try:
-        _crc, _varint, _records, _segment, _protocol, _appends = _load_c()
-        IMPLEMENTATION = "c"
+        return load_native(), None
     except ImportError as exc:
         if EXTENSION_REQUIRED:
             raise ImportError(
-                "kraftcore's native extension did not load and KRAFTCORE_REQUIRE_EXT is set; "
-                "reinstall kraftcore with a C compiler available (or unset the variable to "
-                f"run on the pure-Python kernels): {exc}"
-            ) from exc
-        EXTENSION_ERROR = exc
-        _crc, _varint, _records, _segment, _protocol, _appends = _load_py()
-        IMPLEMENTATION = "py"
+                f"{what} did not load and KRAFTCORE_REQUIRE_EXT is set; reinstall kraftcore "
+                "with a C compiler available (or unset the variable to run on the "
+                f"pure-Python kernels): {exc}") from exc
+        return load_pure(), exc
+
+
+KERNELS, EXTENSION_ERROR = _select(_load_c, _load_py, "kraftcore's native extension")
+IMPLEMENTATION = KERNELS.name
+
+
+def implementations():
+    """Every implementation of the kernels that loads here: {"py": Kernels, "c": Kernels}
+    (without "c" when the extension is not built)."""
+    found = {"py": _load_py()}
+    try:
+        found["c"] = _load_c()
+    except ImportError:
+        pass
+    return found
+
+
+def twin(native, pure):
+    """The module of a twin pair, given by their names, that the switch picks: `native`
+    (compiled) unless KRAFTCORE_PURE is set or it does not load; then `pure` (or, under
+    KRAFTCORE_REQUIRE_EXT, an ImportError)."""
+    return _select(lambda: importlib.import_module(native),
+                   lambda: importlib.import_module(pure), f"{native} (compiled)")[0]
+
+
+def twins(native, pure):
+    """Both modules of a twin pair that load here: {"py": pure, "c": native} (without "c"
+    when it is not built), for the tests that run both."""
+    found = {"py": importlib.import_module(pure)}
+    try:
+        found["c"] = importlib.import_module(native)
+    except ImportError:
+        pass
+    return found
+
+
+_crc, _varint, _records, _segment, _protocol = (
+    KERNELS.crc32c, KERNELS.varint, KERNELS.records, KERNELS.segment, KERNELS.protocol)
 
 crc32c = _crc.crc32c
 CRC32C_HARDWARE = _crc.HARDWARE
@@ -83,17 +142,3 @@ decode_message = _protocol.decode_message
 encode_struct = _protocol.encode_struct
 decode_metadata_values = _protocol.decode_metadata_values
 encode_metadata_values = _protocol.encode_metadata_values
-
-AppendGather = _appends.AppendGather
-settle_calls = _appends.settle_calls
-
-
-def implementations():
-    """Map of implementation name -> (crc32c, varint, records, segment, protocol, appends)
-    modules that load here."""
-    found = {"py": _load_py()}
-    try:
-        found["c"] = _load_c()
-    except ImportError:
-        pass
-    return found

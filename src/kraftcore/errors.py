@@ -279,7 +279,7 @@ class RequestTimeoutError(NetworkError, TimeoutError):
 
 
 class RequestQueueFullError(NetworkError):
-    """Too many requests already wait to be sent to this peer (`max_queued`); this one was
+    """Too many requests already wait to be sent to this peer (`queued_max`); this one was
     dropped unsent. Send less often or wait for responses; the limit keeps a slow peer from
     growing an unbounded queue."""
 

@@ -2,8 +2,9 @@
 and take besides buffers, defined once so that neither twin imports the other and callers
 need neither: the segment scan's result type and sentinel, the argument range check of the
 record encoders, and the form of the protocol programs the protocol kernel interprets
-(field kinds, field flags, the metadata-record frame; `kraftcore._py.protocol` documents
-the program form, `kraftcore.protocol.schema` compiles it).
+(field kinds, field flags; `kraftcore._py.protocol` documents the program form,
+`kraftcore.protocol.schema` compiles it). Byte layouts are `kraftcore.layout`'s, limits
+`kraftcore.limits`'s.
 
 Invariants: the numbers here are part of the kernels' interface; the native kernels check
 at load that their compiled constants equal them.
@@ -35,8 +36,6 @@ class ScanResult(NamedTuple):
 
 # `stamp_epoch` value meaning "leave each batch's partition leader epoch as it is".
 NO_STAMP = -2
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # ------------------------------------------------------------------ record encoders
 
@@ -66,13 +65,6 @@ NULLABLE, COMPACT, ABSENT, IGNORABLE, FRESH = 1, 2, 4, 8, 16
 FLAGS = {"nullable": NULLABLE, "compact": COMPACT, "absent": ABSENT, "ignorable": IGNORABLE,
          "fresh": FRESH}
 
-# The metadata-record frame (kafka-facts §5.1).
-FRAME_VERSION = 1
-# Record-type and version numbers in a frame must fit an int16.
-FRAME_FIELD_MAX = 0x7FFF
-# Elements of an array whose element can take zero bytes: the count cannot be checked
-# against the remaining input, so it is capped.
-EMPTY_ELEMENTS_MAX = 1 << 16
 
 
 def checked_unknown_tags(unknown, name):

@@ -18,6 +18,12 @@ This module imports nothing of kraftcore: every layer may use it.
 
 import struct
 
+# ------------------------------------------------------------------ Kafka's integer fields
+# The ranges of Kafka's INT32 and INT64 fields (node ids, epochs, offsets, lengths; Java's
+# int and long, which its config files' INT and LONG settings share).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 # ------------------------------------------------------------------ record batch v2 header
 # (kafka-facts §2.1; big-endian)
 BASE_OFFSET_OFFSET = 0  # int64
@@ -63,6 +69,13 @@ BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)
 OFFSET_AND_LENGTH = struct.Struct(OFFSET_AND_LENGTH_FORMAT)
 STAMPED_HEADER = struct.Struct(STAMPED_HEADER_FORMAT)
 
+# ------------------------------------------------------------------ records (§2.5)
+# What a record of a batch without keys or headers whose records share the batch's
+# timestamp adds to its value at most: length, offsetDelta and valueLength varints (5 bytes
+# each at most), attributes, timestampDelta (0), keyLength (-1) and headersCount (0), one
+# byte each: 19, kept at 21 for the Raft driver to size its batches with room to spare.
+RECORD_OVERHEAD_BYTES_MAX = 21
+
 # ------------------------------------------------------------------ attributes (§2.3)
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08  # set: LogAppendTime
@@ -77,6 +90,12 @@ CODEC_LZ4 = 3
 CODEC_ZSTD = 4
 CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy",
                CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
+
+# ------------------------------------------------------------------ metadata records (§5.1)
+# The frame of a metadata record value: its version, and the record type and version
+# numbers it carries, which must fit an int16.
+METADATA_FRAME_VERSION = 1
+METADATA_FRAME_FIELD_MAX = 0x7FFF
 
 # ------------------------------------------------------------------ index entries (§3.2, §3.3)
 OFFSET_INDEX_ENTRY_FORMAT = ">ii"  # relative offset, position

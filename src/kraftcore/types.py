@@ -17,7 +17,7 @@ import base64
 import dataclasses
 from typing import NamedTuple
 
-_INT32_MAX = 2**31 - 1
+from kraftcore.layout import INT32_MAX
 
 
 class Uuid(bytes):
@@ -104,11 +104,11 @@ class ElectionState:
 
     def __post_init__(self):
         # The file holds int32 fields: a value out of their range is never written.
-        if not isinstance(self.epoch, int) or not 0 <= self.epoch <= _INT32_MAX:
+        if not isinstance(self.epoch, int) or not 0 <= self.epoch <= INT32_MAX:
             raise ValueError(f"epoch must be an int32 >= 0, not {self.epoch!r}")
         for name in ("leader_id", "voted_id"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int)
-                                      or not 0 <= value <= _INT32_MAX):
+                                      or not 0 <= value <= INT32_MAX):
                 raise ValueError(f"{name} must be None or a node id in [0, 2^31), not "
                                  f"{value!r}")

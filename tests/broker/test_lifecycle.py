@@ -6,11 +6,12 @@ against a real `QuorumController` over the controller tests' FakeRaft."""
 import pytest
 
 from kraftcore.broker import metadata as broker_metadata
-from kraftcore.broker.lifecycle import (FENCED, OFFLINE, ONLINE, STOPPING,
-                                        TRANSITIONS_KEPT_MAX, BrokerLifecycle, BrokerState,
-                                        HeartbeatRequest, RegisterRequest, submit_request)
+from kraftcore.broker.lifecycle import (FENCED, OFFLINE, ONLINE, STOPPING, BrokerLifecycle,
+                                        BrokerState, HeartbeatRequest, RegisterRequest,
+                                        submit_request)
 from kraftcore.controller.replication import NewTopic
 from kraftcore.errors import ConfigError, ControllerError, NotControllerError
+from kraftcore.limits import BROKER_TRANSITIONS_KEPT_MAX
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import HeartbeatResult, RegistrationResult, Uuid
 from tests.controller.harness import Harness
@@ -292,7 +293,7 @@ def test_should_shut_down_is_ignored_unless_stopping():
 
 
 def test_request_timeouts_retry_with_exponential_backoff_up_to_the_cap():
-    life = make(request_timeout_ms=1000, retry_backoff_ms=100, retry_backoff_max_ms=700)
+    life = make(request_timeout_ms=1000, retry_backoff_ms=100, retry_backoff_ms_max=700)
     life.start(0)
     now = 0
     sends = []
@@ -401,7 +402,7 @@ def test_a_bad_registration_answer_is_refused():
 @pytest.mark.parametrize("kwargs", [
     dict(heartbeat_interval_ms=9000, session_timeout_ms=9000),
     dict(request_timeout_ms=0),
-    dict(retry_backoff_ms=500, retry_backoff_max_ms=100),
+    dict(retry_backoff_ms=500, retry_backoff_ms_max=100),
     dict(heartbeat_interval_ms=2000.5),
 ])
 def test_bad_settings_are_refused(kwargs):
@@ -412,10 +413,10 @@ def test_bad_settings_are_refused(kwargs):
 def test_transitions_are_bounded():
     life = online()
     now = 2000
-    for i in range(TRANSITIONS_KEPT_MAX + 10):
+    for i in range(BROKER_TRANSITIONS_KEPT_MAX + 10):
         life.on_response(one(life, now), hb(fenced=i % 2 == 0), now)
         now += 2000
-    assert len(life.transitions) == TRANSITIONS_KEPT_MAX
+    assert len(life.transitions) == BROKER_TRANSITIONS_KEPT_MAX
 
 
 def test_kafka_broker_state_numbers():

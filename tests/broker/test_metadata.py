@@ -203,7 +203,7 @@ class FakeCore:
 
 
 def test_maybe_snapshot_waits_until_due_and_retries_when_the_core_is_not_ready():
-    meta = BrokerMetadata(snapshot_max_bytes=1, snapshot_interval_ms=0)
+    meta = BrokerMetadata(snapshot_interval_bytes=1, snapshot_interval_ms=0)
     core = FakeCore()
     assert meta.maybe_snapshot(0, core) is None  # nothing applied: not due
     log = Log()
@@ -226,7 +226,7 @@ class BrokerApp:
     and is kept for the test to look at."""
 
     def __init__(self, now_ms, publishers=()):
-        self.meta = BrokerMetadata(snapshot_max_bytes=1, snapshot_interval_ms=0,
+        self.meta = BrokerMetadata(snapshot_interval_bytes=1, snapshot_interval_ms=0,
                                    now_ms=now_ms)
         for publisher in publishers:
             self.meta.add_publisher(publisher)

@@ -455,7 +455,7 @@ def test_noop_records_are_written_every_max_idle_interval_while_idle():
 
 
 def test_no_noop_records_when_the_interval_is_zero_or_the_metadata_version_is_too_old():
-    for config in ({"max_idle_interval_ms": 0}, {"bootstrap_metadata_version": 4}):
+    for config in ({"idle_interval_ms_max": 0}, {"bootstrap_metadata_version": 4}):
         c = Cluster(brokers=0, **config)
         mark = c.mark()
         c.h.advance(5000)

@@ -18,7 +18,7 @@ from tests.harness.quorum import PARTITION, running_leaders
 
 # Hang guards only (the quorum needs well under a second on an idle machine).
 WAIT_S = 30
-CONFIG = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=400, fetch_max_wait_ms=50,
+CONFIG = RaftConfig(election_timeout_ms=150, fetch_timeout_ms=400, fetch_wait_ms_max=50,
                     request_timeout_ms=400)
 
 

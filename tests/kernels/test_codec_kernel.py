@@ -16,7 +16,7 @@ from tests.protocol.strategies import message_at
 pytestmark = pytest.mark.smoke
 
 # The protocol kernel of each implementation (module level, so hypothesis tests can use it).
-KERNELS = {name: modules[4] for name, modules in codec.implementations().items()}
+KERNELS = {name: kernels.protocol for name, kernels in codec.implementations().items()}
 
 # A schema that exercises every kind, classic in v0-1 and flexible from v2.
 Sample = message("Sample", kind="data", valid="0-3", flexible="2+", fields=[

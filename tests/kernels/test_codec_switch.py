@@ -43,6 +43,31 @@ def test_a_missing_extension_falls_back_unless_required():
     assert "KRAFTCORE_REQUIRE_EXT" in out.stderr and "loaded" not in out.stdout
 
 
+
+TWIN = ("import sys; import kraftcore.codec as c; "
+        "print(c.twin('kraftcore.runtime._appends', 'kraftcore.runtime.appends').__name__)")
+BLOCK_TWIN = "import sys; sys.modules['kraftcore.runtime._appends'] = None; "
+
+
+def test_a_twin_pair_follows_the_same_switch():
+    """`codec.twin` (the Raft driver's compiled helper and its pure twin) obeys the one
+    switch as the kernels do."""
+    out = _python(TWIN, KRAFTCORE_PURE="1")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["kraftcore.runtime.appends"]
+    out = _python(BLOCK_TWIN + TWIN)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["kraftcore.runtime.appends"]
+    if "c" in codec.implementations():
+        out = _python(BLOCK_TWIN + TWIN, KRAFTCORE_REQUIRE_EXT="1")
+        assert out.returncode != 0
+        assert "KRAFTCORE_REQUIRE_EXT" in out.stderr
+        assert "kraftcore.runtime._appends" in out.stderr
+        out = _python(TWIN)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["kraftcore.runtime._appends"]
+
+
 def test_cli_version():
     import kraftcore
 

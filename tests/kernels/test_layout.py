@@ -95,6 +95,6 @@ def test_file_names_are_kafkas():
 
 @pytest.mark.parametrize("impl", sorted(codec.implementations()))
 def test_both_kernels_write_the_layout(impl):
-    records = codec.implementations()[impl][2]
+    records = codec.implementations()[impl].records
     batch = records.encode_batch([b"v"], base_offset=7, leader_epoch=2, timestamp=5)
     assert layout.BATCH_HEADER.unpack_from(batch)[:4] == (7, len(batch) - 12, 2, 2)

@@ -241,10 +241,12 @@ def batches(draw):
 @given(batches())
 def test_every_implementation_writes_the_same_bytes_and_reads_the_others(case):
     values, kwargs = case
-    encoded = {name: mods[2].encode_batch(values, **kwargs) for name, mods in IMPLEMENTATIONS.items()}
+    encoded = {name: kernels.records.encode_batch(values, **kwargs)
+               for name, kernels in IMPLEMENTATIONS.items()}
     assert len(set(encoded.values())) == 1, "implementations disagree on bytes"
     raw = next(iter(encoded.values()))
-    decoded = {name: snapshot(mods[2].decode_batches(raw)) for name, mods in IMPLEMENTATIONS.items()}
+    decoded = {name: snapshot(kernels.records.decode_batches(raw))
+               for name, kernels in IMPLEMENTATIONS.items()}
     first = next(iter(decoded.values()))
     assert all(d == first for d in decoded.values())
     [(header, records)] = first
@@ -258,9 +260,9 @@ def test_every_implementation_writes_the_same_bytes_and_reads_the_others(case):
         assert [r[1] for r in records] == kwargs["timestamps"]
     shared = values[0] if values[0] is not None and values.count(values[0]) == len(values) \
         else None
-    for mods in IMPLEMENTATIONS.values():
-        assert mods[2].validate_batches(raw) == 1
-        assert mods[2].decode_batches(raw)[0].same_value() == shared
+    for kernels in IMPLEMENTATIONS.values():
+        assert kernels.records.validate_batches(raw) == 1
+        assert kernels.records.decode_batches(raw)[0].same_value() == shared
 
 
 def test_large_lz4_batches_decompress_in_pieces(impl):

@@ -13,6 +13,7 @@ from tests.conftest import IMPLEMENTATIONS
 from tests.kernels.records_util import HEADER_FIELDS, reseal, snapshot, with_records
 
 TS = 1_700_000_000_000
+PY = IMPLEMENTATIONS["py"]  # the reference kernels build the inputs
 
 
 def _sample(records, compression=None):
@@ -80,9 +81,7 @@ def _records(*fields):
 
 
 def _zz(v):
-    from kraftcore._py.varint import encode_varint
-
-    return encode_varint(v)
+    return PY.varint.encode_varint(v)
 
 
 def _record(body):
@@ -174,7 +173,7 @@ def _outcome(records, raw):
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_crash_and_implementations_agree(raw):
-    outcomes = [_outcome(mods[2], raw) for mods in IMPLEMENTATIONS.values()]
+    outcomes = [_outcome(kernels.records, raw) for kernels in IMPLEMENTATIONS.values()]
     assert all(o == outcomes[0] for o in outcomes)
 
 
@@ -183,14 +182,14 @@ def test_arbitrary_bytes_never_crash_and_implementations_agree(raw):
 def test_mutated_records_under_a_resealed_crc_decode_alike(data):
     """Damage inside the record section with the CRC made valid again: only the structural
     checks stand between the bytes and the caller, and both implementations must agree."""
-    from kraftcore._py import records as reference
+    reference = PY.records
 
     raw = bytearray(_sample(reference, data.draw(st.sampled_from([None, "lz4"]))))
     for _ in range(data.draw(st.integers(1, 4))):
         pos = data.draw(st.integers(61, len(raw) - 1))
         raw[pos] = data.draw(st.integers(0, 255))
     sealed = reseal(raw)
-    outcomes = [_outcome(mods[2], sealed) for mods in IMPLEMENTATIONS.values()]
+    outcomes = [_outcome(kernels.records, sealed) for kernels in IMPLEMENTATIONS.values()]
     assert all(o == outcomes[0] for o in outcomes)
 
 
@@ -211,9 +210,9 @@ def _verdicts(raw):
     uses to say why. Across implementations the verdict must agree (the wording and, for
     some damage, the position reported differ). Returns {implementation: verdict}."""
     out = {}
-    for name, mods in IMPLEMENTATIONS.items():
-        validated = _verdict(mods[2].validate_batches, raw)
-        assert validated == _verdict(mods[2].decode_batches, raw), name
+    for name, kernels in IMPLEMENTATIONS.items():
+        validated = _verdict(kernels.records.validate_batches, raw)
+        assert validated == _verdict(kernels.records.decode_batches, raw), name
         out[name] = validated if validated == "ok" else validated[0]
     return out
 
@@ -223,7 +222,7 @@ def test_every_byte_replacement_in_the_records_is_judged_alike_by_validate_and_d
     replaced by values that make varints longer, shorter, negative or overlong, under a
     resealed CRC: validate and decode, native and pure, reach the same verdict with the same
     message and position."""
-    from kraftcore._py import records as reference
+    reference = PY.records
 
     raw = bytearray(_sample(reference))
     for pos in range(61, len(raw)):
@@ -239,7 +238,7 @@ def test_every_byte_replacement_in_the_records_is_judged_alike_by_validate_and_d
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_mutated_records_under_a_resealed_crc_validate_like_they_decode(data):
-    from kraftcore._py import records as reference
+    reference = PY.records
 
     count = data.draw(st.integers(1, 40))
     raw = bytearray(reference.encode_batch(

@@ -24,6 +24,7 @@ from tests.kernels.records_util import reseal, with_records
 
 TS = 1_700_000_000_000
 NATIVE = IMPLEMENTATIONS.get("c")
+PY = IMPLEMENTATIONS["py"]  # the reference kernels build the inputs
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the native kernels did not load")
 
 
@@ -47,10 +48,10 @@ def _judge(raw):
     """Native validate, native decode (the checked walk) and native scan must agree to the
     message; every implementation must reach the same verdict."""
     kinds = set()
-    for name, mods in IMPLEMENTATIONS.items():
-        validated = _verdict(mods[2].validate_batches, raw)
-        assert validated == _verdict(mods[2].decode_batches, raw), name
-        scanned = _scan_verdict(mods[3], raw)
+    for name, kernels in IMPLEMENTATIONS.items():
+        validated = _verdict(kernels.records.validate_batches, raw)
+        assert validated == _verdict(kernels.records.decode_batches, raw), name
+        scanned = _scan_verdict(kernels.segment, raw)
         assert (scanned == "ok") == (validated == "ok"), (name, scanned, validated)
         kinds.add(validated if validated == "ok" else validated[0])
     assert len(kinds) == 1, kinds
@@ -58,17 +59,14 @@ def _judge(raw):
 
 
 def _uniform(count, value_bytes=100, key_bytes=None, same_ts=True):
-    from kraftcore._py import records as reference
-
-    return bytearray(reference.encode_batch(
+    return bytearray(PY.records.encode_batch(
         [bytes([i % 251]) * value_bytes for i in range(count)],
         keys=None if key_bytes is None else [b"k" * key_bytes] * count,
         timestamps=[TS] * count if same_ts else [TS + i for i in range(count)]))
 
 
 def _record_starts(raw, count):
-    from kraftcore._py.varint import decode_varint
-
+    decode_varint = PY.varint.decode_varint
     starts, p = [], 61
     for _ in range(count):
         starts.append(p)
@@ -121,9 +119,7 @@ def test_mutated_uniform_batches_are_judged_alike(data):
 
 
 def _zz(v):
-    from kraftcore._py.varint import encode_varint
-
-    return encode_varint(v)
+    return PY.varint.encode_varint(v)
 
 
 def _batch(bodies, last_offset_delta=None):
@@ -196,9 +192,9 @@ def test_no_check_reads_past_the_buffer(data):
     mm, view = _guarded(len(sealed))
     try:
         view[:] = sealed
-        expected = _verdict(NATIVE[2].decode_batches, sealed)
-        assert _verdict(NATIVE[2].validate_batches, view) == expected
-        assert (_scan_verdict(NATIVE[3], view) == "ok") == (expected == "ok")
+        expected = _verdict(NATIVE.records.decode_batches, sealed)
+        assert _verdict(NATIVE.records.validate_batches, view) == expected
+        assert (_scan_verdict(NATIVE.segment, view) == "ok") == (expected == "ok")
     finally:
         view.release()
         mm.close()

@@ -157,7 +157,7 @@ def test_locate_finds_whole_batches_for_reads(impl):
     size = walk[0][3]
     locate = impl.segment.locate_batches
     assert locate(data, 7, 1 << 62, 2 * size) == (walk[1][0], walk[3][0], -1, 0)
-    # the first batch is taken even above max_bytes
+    # the first batch is taken even above bytes_max
     assert locate(data, 0, 1 << 62, 1) == (0, size, -1, 0)
     # bounded by an end offset (the high watermark): only batches ending below it
     assert locate(data, 0, 12, 1 << 40) == (0, walk[2][0], -1, 0)
@@ -209,7 +209,7 @@ needs_both = pytest.mark.skipif(len(IMPLEMENTATIONS) < 2, reason="native extensi
 
 
 def _both():
-    return IMPLEMENTATIONS["py"][3], IMPLEMENTATIONS["c"][3]
+    return IMPLEMENTATIONS["py"].segment, IMPLEMENTATIONS["c"].segment
 
 
 def _outcome(fn, *args, **kwargs):
@@ -228,7 +228,7 @@ def _outcome(fn, *args, **kwargs):
 @given(st.data())
 def test_implementations_agree_on_damaged_segments(data):
     py, c = _both()
-    from kraftcore._py import records
+    records = IMPLEMENTATIONS["py"].records
 
     count = data.draw(st.integers(1, 8))
     raw = bytearray(_batches(records, count, per_batch=data.draw(st.integers(1, 4)),
@@ -247,9 +247,9 @@ def test_implementations_agree_on_damaged_segments(data):
     assert _outcome(py.scan_batches, raw, 0, **kwargs) == _outcome(c.scan_batches, raw, 0, **kwargs)
     target = data.draw(st.integers(0, 40))
     end = data.draw(st.integers(0, 45))
-    max_bytes = data.draw(st.integers(0, 20000))
-    assert _outcome(py.locate_batches, raw, target, end, max_bytes) == \
-        _outcome(c.locate_batches, raw, target, end, max_bytes)
+    bytes_max = data.draw(st.integers(0, 20000))
+    assert _outcome(py.locate_batches, raw, target, end, bytes_max) == \
+        _outcome(c.locate_batches, raw, target, end, bytes_max)
 
 
 @needs_both
@@ -286,7 +286,7 @@ def test_assigning_without_stamping_in_place_leaves_the_buffer_and_finds_the_sam
 def _with_crc(batch):
     """`batch` (one batch, bytearray) with its CRC recomputed over its bytes after the CRC
     field, so that damage below it reaches the record checks."""
-    from kraftcore._py.crc32c import crc32c
+    crc32c = IMPLEMENTATIONS["py"].crc32c.crc32c
 
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
     return batch
@@ -302,7 +302,7 @@ def test_implementations_agree_on_damaged_records_of_a_large_batch(fix_crc):
     import random
 
     from kraftcore import limits
-    from kraftcore._py import records
+    records = IMPLEMENTATIONS["py"].records
 
     py, c = _both()
     clean = _batches(records, 1, per_batch=60, value_bytes=limits.NOGIL_BYTES_MIN // 50)
@@ -451,7 +451,7 @@ def test_implementations_agree_on_stamped_appends(data):
     """Both kernels give the same header, outcome and state on the same sequence of
     appends, damaged ones and undone ones among them."""
     py, c = _both()
-    from kraftcore._py import records
+    records = IMPLEMENTATIONS["py"].records
 
     base = data.draw(st.integers(0, 2**31))
     states = (py.SegmentState(base), c.SegmentState(base))
@@ -493,7 +493,7 @@ def test_implementations_agree_on_odd_arguments(data):
     """Offsets, epochs and limits of any type and size: the same result or the same kind
     of error from both kernels, and the state unchanged by every refusal."""
     py, c = _both()
-    from kraftcore._py import records
+    records = IMPLEMENTATIONS["py"].records
 
     base = data.draw(st.one_of(st.integers(0, 2**63 - 1), st.just(2**63 - 2**31)))
     states = (py.SegmentState(base), c.SegmentState(base))

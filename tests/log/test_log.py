@@ -153,7 +153,7 @@ def test_invalid_batches_are_refused_and_the_log_is_unchanged(open_log, damage):
 
 
 def test_bad_arguments_are_refused(open_log):
-    log = open_log(max_batch_bytes=1000)
+    log = open_log(batch_bytes_max=1000)
     with pytest.raises(InvalidAppendError, match="above the limit"):
         log.append([b"x" * 2000])
     with pytest.raises(InvalidAppendError, match="epoch"):

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from kraftcore import limits
 from kraftcore.log import quorum_state as qs
 from kraftcore.log.checkpoint import CheckpointError
 from kraftcore.types import ZERO_UUID, ElectionState, Uuid
@@ -91,6 +92,6 @@ def test_bad_states_and_versions_are_refused(tmp_path):
     with pytest.raises(ValueError, match="data_version"):
         qs.encode(ElectionState(epoch=1), 2)
     big = tmp_path / "quorum-state"
-    big.write_bytes(b" " * (qs.FILE_BYTES_MAX + 1))
+    big.write_bytes(b" " * (limits.QUORUM_STATE_FILE_BYTES_MAX + 1))
     with pytest.raises(CheckpointError, match="larger than"):
         qs.read(tmp_path)

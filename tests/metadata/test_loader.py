@@ -9,7 +9,8 @@ from kraftcore.errors import CorruptRecordError, MetadataError
 from kraftcore.metadata import records as R
 from kraftcore.raft import control as C
 from kraftcore.metadata.image import CONFIG_TOPIC, EMPTY_IMAGE, METADATA_VERSION
-from kraftcore.metadata.loader import SNAPSHOT_INTERVAL_MS, SNAPSHOT_MAX_BYTES, MetadataLoader
+from kraftcore.metadata.loader import (SNAPSHOT_INTERVAL_BYTES_DEFAULT, SNAPSHOT_INTERVAL_MS_DEFAULT,
+                                      MetadataLoader)
 from kraftcore.metadata.snapshot import encode_snapshot
 from kraftcore.types import Uuid
 from kraftcore.raft.types import CommittedBatch
@@ -333,15 +334,16 @@ def test_control_batches_inside_a_transaction():
 
 
 def test_default_policy_is_20_mib_and_one_hour():
-    assert SNAPSHOT_MAX_BYTES == 20 * 1024 * 1024 and SNAPSHOT_INTERVAL_MS == 3_600_000
+    assert SNAPSHOT_INTERVAL_BYTES_DEFAULT == 20 * 1024 * 1024
+    assert SNAPSHOT_INTERVAL_MS_DEFAULT == 3_600_000
     loader = MetadataLoader()
-    assert loader.snapshot_max_bytes == SNAPSHOT_MAX_BYTES
-    assert loader.snapshot_interval_ms == SNAPSHOT_INTERVAL_MS
+    assert loader.snapshot_interval_bytes == SNAPSHOT_INTERVAL_BYTES_DEFAULT
+    assert loader.snapshot_interval_ms == SNAPSHOT_INTERVAL_MS_DEFAULT
 
 
 def test_snapshot_due_after_max_bytes():
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=500, snapshot_interval_ms=0)
+    loader = MetadataLoader(snapshot_interval_bytes=500, snapshot_interval_ms=0)
     assert not loader.snapshot_due(0)
     total = 0
     while True:
@@ -360,7 +362,7 @@ def test_snapshot_due_after_max_bytes():
 
 def test_control_batch_bytes_count():
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=1, snapshot_interval_ms=0)
+    loader = MetadataLoader(snapshot_interval_bytes=1, snapshot_interval_ms=0)
     loader.apply([log.data(mv())])
     loader.on_snapshot(0)
     loader.apply([log.control()])
@@ -369,7 +371,7 @@ def test_control_batch_bytes_count():
 
 def test_snapshot_due_after_the_interval():
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=10**9, snapshot_interval_ms=1000, now_ms=100)
+    loader = MetadataLoader(snapshot_interval_bytes=10**9, snapshot_interval_ms=1000, now_ms=100)
     assert not loader.snapshot_due(10**6)  # nothing committed yet
     loader.apply([log.data(mv())])
     assert not loader.snapshot_due(100)
@@ -383,14 +385,14 @@ def test_snapshot_due_after_the_interval():
 
 def test_interval_0_turns_the_timer_off():
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=10**9, snapshot_interval_ms=0)
+    loader = MetadataLoader(snapshot_interval_bytes=10**9, snapshot_interval_ms=0)
     loader.apply([log.data(mv())])
     assert not loader.snapshot_due(10**15)
 
 
 def test_never_due_while_a_transaction_is_open():
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=1, snapshot_interval_ms=1)
+    loader = MetadataLoader(snapshot_interval_bytes=1, snapshot_interval_ms=1)
     loader.apply([log.data(mv())])
     assert loader.snapshot_due(10)
     loader.apply([log.data(BEGIN, config("a", "1"))])
@@ -402,7 +404,7 @@ def test_never_due_while_a_transaction_is_open():
 
 def test_bad_policy_values():
     with pytest.raises(ValueError):
-        MetadataLoader(snapshot_max_bytes=0)
+        MetadataLoader(snapshot_interval_bytes=0)
     with pytest.raises(ValueError):
         MetadataLoader(snapshot_interval_ms=-1)
 
@@ -420,7 +422,7 @@ def test_load_snapshot_resets_the_loader():
     snap = _snapshot_image()
     data = encode_snapshot(snap)
     log = Log()
-    loader = MetadataLoader(snapshot_max_bytes=10**9, now_ms=0)
+    loader = MetadataLoader(snapshot_interval_bytes=10**9, now_ms=0)
     loader.apply([log.data(mv(), topic("foo", T1)), log.data(BEGIN, config("a", "1"))])
     assert loader.in_transaction and loader.bytes_since_snapshot > 0
     image = loader.load_snapshot((snap.end_offset, snap.epoch), data, now_ms=77)

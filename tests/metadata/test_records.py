@@ -13,7 +13,7 @@ from kraftcore.raft import control as C
 from kraftcore.types import METADATA_TOPIC_ID, ZERO_UUID, Uuid
 from tests.protocol.strategies import message_at
 
-KERNELS = {name: modules[4] for name, modules in codec.implementations().items()}
+KERNELS = {name: kernels.protocol for name, kernels in codec.implementations().items()}
 TS = 1_700_000_000_000
 
 CASES = [(cls, v) for cls in R.RECORD_TYPES.values()

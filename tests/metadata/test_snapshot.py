@@ -37,14 +37,14 @@ def kernel(name):
 
     The switch is process-wide (`kraftcore.codec` module attributes, read at call time by
     the records, control and snapshot modules), so it is undone on exit."""
-    crc, varint, records, segment, protocol, _ = codec.implementations()[name]
+    kernels = codec.implementations()[name]
     with pytest.MonkeyPatch.context() as mp:
         for attr in ("encode_batch", "decode_batches", "validate_batches"):
-            mp.setattr(codec, attr, getattr(records, attr))
+            mp.setattr(codec, attr, getattr(kernels.records, attr))
         for attr in ("decode_struct", "decode_message", "encode_struct",
                      "decode_metadata_values", "encode_metadata_values"):
-            mp.setattr(codec, attr, getattr(protocol, attr))
-        mp.setattr(codec, "crc32c", crc.crc32c)
+            mp.setattr(codec, attr, getattr(kernels.protocol, attr))
+        mp.setattr(codec, "crc32c", kernels.crc32c.crc32c)
         yield name
 
 
@@ -218,7 +218,7 @@ def assert_round_trip(image, data):
     return loaded
 
 
-def assert_layout(image, data, batch_bytes, timestamp=None):
+def assert_layout(image, data, batch_bytes_max, timestamp=None):
     """Kafka's snapshot layout (kafka-facts §4.4)."""
     timestamp = image.timestamp_ms if timestamp is None else timestamp
     batches = codec.decode_batches(data)
@@ -246,7 +246,7 @@ def assert_layout(image, data, batch_bytes, timestamp=None):
     assert next_offset == len(records) + 2
     for b in middle:
         values = [len(r.value) for r in b.records]
-        assert len(values) == 1 or sum(values) <= batch_bytes
+        assert len(values) == 1 or sum(values) <= batch_bytes_max
         assert all(r.key is None for r in b.records)
     # The data batches read as metadata records, the control batches skipped.
     decoded = R.decode_batch(data, skip_control=True)
@@ -265,14 +265,14 @@ def assert_layout(image, data, batch_bytes, timestamp=None):
 @given(data=st.data())
 def test_round_trip_and_layout(level, data):
     image = data.draw(images(level), label="image")
-    batch_bytes = data.draw(st.sampled_from([1, 64, 300, 1 << 20]), label="batch_bytes")
-    snapshot = encode_snapshot(image, batch_bytes=batch_bytes)
+    batch_bytes_max = data.draw(st.sampled_from([1, 64, 300, 1 << 20]), label="batch_bytes_max")
+    snapshot = encode_snapshot(image, batch_bytes_max=batch_bytes_max)
     assert_round_trip(image, snapshot)
-    assert_layout(image, snapshot, batch_bytes)
+    assert_layout(image, snapshot, batch_bytes_max)
     # Deterministic: the same image gives the same bytes, and so does the loaded copy.
-    assert encode_snapshot(image, batch_bytes=batch_bytes) == snapshot
+    assert encode_snapshot(image, batch_bytes_max=batch_bytes_max) == snapshot
     loaded = load_snapshot(snapshot, snapshot_id(image))
-    assert encode_snapshot(loaded, batch_bytes=batch_bytes) == snapshot
+    assert encode_snapshot(loaded, batch_bytes_max=batch_bytes_max) == snapshot
 
 
 def _fixed_image(level, seed):
@@ -304,7 +304,7 @@ def test_metadata_version_is_the_first_record():
 
 def test_explicit_timestamp_goes_to_the_header():
     image = _fixed_image(14, 3)
-    data = encode_snapshot(image, timestamp_ms=42, batch_bytes=200)
+    data = encode_snapshot(image, timestamp_ms=42, batch_bytes_max=200)
     assert_layout(image, data, 200, timestamp=42)
     records, timestamp = decode_snapshot(data)
     assert timestamp == 42 and records == image_records(image)
@@ -329,7 +329,7 @@ def test_snapshot_id_is_the_provenance():
 
 def test_batch_bytes_must_be_positive():
     with pytest.raises(ValueError):
-        encode_snapshot(_fixed_image(21, 5), batch_bytes=0)
+        encode_snapshot(_fixed_image(21, 5), batch_bytes_max=0)
 
 
 @pytest.mark.parametrize("writer", KERNELS)
@@ -338,9 +338,9 @@ def test_batch_bytes_must_be_positive():
 def test_kernels_agree(writer, reader, level):
     image = _fixed_image(level, 6)
     with kernel(writer):
-        data = encode_snapshot(image, batch_bytes=500)
+        data = encode_snapshot(image, batch_bytes_max=500)
     with kernel("c" if "c" in KERNELS else "py"):
-        assert data == encode_snapshot(image, batch_bytes=500)
+        assert data == encode_snapshot(image, batch_bytes_max=500)
     with kernel(reader):
         assert_layout(image, data, 500)
         assert_round_trip(image, data)
@@ -602,8 +602,8 @@ def _history(seed, level, count):
 @pytest.mark.parametrize("level", (3, 14, 21))
 @settings(max_examples=25, **SETTINGS)
 @given(seed=st.integers(0, 2**32 - 1), cut=st.floats(0, 1),
-       batch_bytes=st.sampled_from([100, 1 << 20]))
-def test_snapshot_plus_tail_equals_full_replay(level, seed, cut, batch_bytes):
+       batch_bytes_max=st.sampled_from([100, 1 << 20]))
+def test_snapshot_plus_tail_equals_full_replay(level, seed, cut, batch_bytes_max):
     commits = _history(seed, level, 40)
     full = MetadataLoader()
     full.apply(commits)
@@ -617,7 +617,7 @@ def test_snapshot_plus_tail_equals_full_replay(level, seed, cut, batch_bytes):
         k += 1
     image = prefix.image
     assert image.end_offset == prefix.next_offset
-    data = encode_snapshot(image, batch_bytes=batch_bytes)
+    data = encode_snapshot(image, batch_bytes_max=batch_bytes_max)
     follower = MetadataLoader()
     loaded = follower.load_snapshot(snapshot_id(image), data)
     assert loaded == image and follower.next_offset == image.end_offset
@@ -630,7 +630,7 @@ def test_snapshot_plus_tail_equals_full_replay(level, seed, cut, batch_bytes):
     assert follower.image.same_state(full.image)
     assert follower.image.timestamp_ms == full.image.timestamp_ms
     # And a snapshot of the final image loads to the same image.
-    assert_round_trip(full.image, encode_snapshot(full.image, batch_bytes=batch_bytes))
+    assert_round_trip(full.image, encode_snapshot(full.image, batch_bytes_max=batch_bytes_max))
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -647,7 +647,7 @@ def test_snapshot_plus_tail_on_each_kernel(name):
             k += 1
         follower = MetadataLoader()
         follower.load_snapshot(snapshot_id(prefix.image),
-                               encode_snapshot(prefix.image, batch_bytes=300))
+                               encode_snapshot(prefix.image, batch_bytes_max=300))
         follower.apply(commits[k:])
     assert follower.image == full.image
 
@@ -666,7 +666,7 @@ def _small_snapshot():
                           directories=[Uuid.from_ints(5, 6)]),
         R.ConfigRecord(resource_type=CONFIG_TOPIC, resource_name="foo", name="a", value="b"),
     ], end_offset=10, epoch=3, timestamp_ms=TS)
-    return image, encode_snapshot(image, batch_bytes=100)
+    return image, encode_snapshot(image, batch_bytes_max=100)
 
 
 @pytest.mark.smoke

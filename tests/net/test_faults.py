@@ -75,7 +75,7 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_a_bad_connection_is_closed_alone(case, caplog):
     async def test():
-        listener = await Listener.start(HOST, 0, _handler, max_frame_bytes=1024,
+        listener = await Listener.start(HOST, 0, _handler, frame_bytes_max=1024,
                                         api_keys=[52], name="node-9")
         healthy = await Connection.open(HOST, listener.port)
         assert answered_epoch(await healthy.send(vote(1))) == 1
@@ -112,7 +112,7 @@ def test_oversize_frame_is_refused_from_its_size_alone():
     """The listener closes the connection on the size prefix: it never waits for (or
     buffers) the body of a frame that is too big."""
     async def test():
-        listener = await Listener.start(HOST, 0, _handler, max_frame_bytes=1024)
+        listener = await Listener.start(HOST, 0, _handler, frame_bytes_max=1024)
         raw = await RawClient.open(listener.port)
         await raw.write(struct.pack(">i", 100 * 1024 * 1024))  # and nothing else
         assert await raw.closed_by_peer()
@@ -145,7 +145,7 @@ def test_timeout_while_waiting_for_a_slot_drops_the_request_unsent():
     async def test():
         gate = Gate()
         listener = await Listener.start(HOST, 0, gate.handler)
-        conn = await Connection.open(HOST, listener.port, max_inflight=1)
+        conn = await Connection.open(HOST, listener.port, inflight_max=1)
         first = asyncio.ensure_future(conn.send(vote(1)))
         await wait_until(lambda: gate.calls == [1])
         with pytest.raises(RequestTimeoutError, match="was not sent"):
@@ -271,7 +271,7 @@ def test_a_peer_breaking_the_protocol_closes_the_client_connection(case, caplog)
     async def test():
         server = await _fake_server(BAD_RESPONSES[case])
         port = server.sockets[0].getsockname()[1]
-        conn = await Connection.open(HOST, port, max_frame_bytes=4096)
+        conn = await Connection.open(HOST, port, frame_bytes_max=4096)
         if case == "two responses to one request":
             assert answered_epoch(await conn.send(vote(1), 2)) == 1
             await wait_until(lambda: conn.closed)
@@ -348,7 +348,7 @@ def test_a_future_the_handler_does_not_own_is_left_alone_when_its_connection_clo
 
 def test_connections_beyond_the_listener_limit_are_closed_at_once(caplog):
     async def test():
-        listener = await Listener.start(HOST, 0, _handler, max_connections=1, name="node-3")
+        listener = await Listener.start(HOST, 0, _handler, connections_max=1, name="node-3")
         first = await Connection.open(HOST, listener.port)
         extra = await RawClient.open(listener.port)
         assert await extra.closed_by_peer()
@@ -365,7 +365,7 @@ def test_connections_beyond_the_listener_limit_are_closed_at_once(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == NET_LOGGER]
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"node-3: refused the connection from {HOST}:")
-    assert lines[0].endswith("already 1 connections open (max_connections)")
+    assert lines[0].endswith("already 1 connections open (connections_max)")
 
 
 def test_a_peer_that_never_answers_api_versions_is_a_connect_error():

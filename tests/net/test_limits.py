@@ -83,14 +83,14 @@ def client_port(raw):
 def test_requests_answered_inline_count_toward_the_in_flight_limit(kind):
     """A client pipelines thousands of requests that are answered inline (ApiVersions by the
     listener itself, or a handler that returns its answer at once) without reading: the
-    listener takes up at most `max_inflight_per_connection` of them per turn (and stops when
+    listener takes up at most `inflight_per_connection_max` of them per turn (and stops when
     the client's socket is full, if the answers fill it), and answers them all, in order,
     once the client reads."""
     count = 60_000
 
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
-                                        max_inflight_per_connection=4)
+                                        inflight_per_connection_max=4)
         raw = await open_raw(listener.port, rcvbuf=4096)
         await wait_until(lambda: server_side(listener, client_port(raw)) is not None)
         conn = server_side(listener, client_port(raw))
@@ -147,7 +147,7 @@ def test_a_flooding_connection_gets_a_share_of_each_turn_and_others_are_answered
 
 
 def test_idle_connections_are_closed_and_busy_ones_are_not(caplog):
-    """With connections_max_idle_ms: a connection that never sends, and one that sends only
+    """With connections_idle_ms_max: a connection that never sends, and one that sends only
     part of a frame, are closed; one that keeps sending requests stays; one whose request is
     being handled for longer than that stays, and is answered; after its answer it is idle
     and is closed in turn."""
@@ -158,7 +158,7 @@ def test_idle_connections_are_closed_and_busy_ones_are_not(caplog):
             epoch = epoch_of(request.body)
             return vote_response(epoch) if epoch >= 1000 else gate.handler(request, peer)
 
-        listener = await Listener.start(HOST, 0, handler, connections_max_idle_ms=500,
+        listener = await Listener.start(HOST, 0, handler, connections_idle_ms_max=500,
                                         name="node-5")
         silent = await RawClient.open(listener.port)
         partial = await RawClient.open(listener.port)
@@ -196,7 +196,7 @@ def test_idle_connections_are_closed_and_busy_ones_are_not(caplog):
         run(test)
     lines = [r.getMessage() for r in caplog.records if r.name == NET_LOGGER]
     assert lines and all(line.startswith("node-5: closing ") and "no request for 500 ms "
-                         "(connections_max_idle_ms)" in line for line in lines), lines
+                         "(connections_idle_ms_max)" in line for line in lines), lines
 
 
 # ------------------------------------------------------------------ connection limits
@@ -208,7 +208,7 @@ def test_connections_beyond_the_per_address_limit_are_closed(caplog):
     one of the two closes."""
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
-                                        max_connections_per_ip=2, name="node-6")
+                                        connections_per_ip_max=2, name="node-6")
         first = await Connection.open(HOST, listener.port)
         second = await Connection.open(HOST, listener.port)
         assert answered_epoch(await second.send(vote(1))) == 1
@@ -234,13 +234,13 @@ def test_connections_beyond_the_per_address_limit_are_closed(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == NET_LOGGER]
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"node-6: refused the connection from {HOST}:")
-    assert lines[0].endswith(f"already 2 connections from {HOST} (max_connections_per_ip)")
+    assert lines[0].endswith(f"already 2 connections from {HOST} (connections_per_ip_max)")
 
 
 def test_refused_connections_are_logged_at_most_once_per_interval(caplog):
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(7),
-                                        max_connections=1, name="node-7")
+                                        connections_max=1, name="node-7")
         kept = await Connection.open(HOST, listener.port)
         for _ in range(30):
             extra = await RawClient.open(listener.port)
@@ -255,7 +255,7 @@ def test_refused_connections_are_logged_at_most_once_per_interval(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == NET_LOGGER]
     # 30 refusals within a few interval lengths at most: one line, maybe a few
     assert 1 <= len(lines) < 30, lines
-    assert lines[0].endswith("already 1 connections open (max_connections)")
+    assert lines[0].endswith("already 1 connections open (connections_max)")
 
 
 # ------------------------------------------------------------------ request memory
@@ -285,7 +285,7 @@ def test_request_memory_bounds_partial_frames_and_reading_resumes():
     async def test():
         memory = RequestMemory(cap)
         gate = Gate()
-        listener = await Listener.start(HOST, 0, gate.handler, max_frame_bytes=cap,
+        listener = await Listener.start(HOST, 0, gate.handler, frame_bytes_max=cap,
                                         memory=memory)
         frames = [big_vote_frame(cap - 200, 100 + i) for i in range(5)]
         assert all(cap // 2 < len(f) <= cap for f in frames)
@@ -333,7 +333,7 @@ def test_frames_waiting_for_request_memory_are_served_in_arrival_order():
     async def test():
         memory = RequestMemory(cap)
         gate = Gate()
-        listener = await Listener.start(HOST, 0, gate.handler, max_frame_bytes=cap,
+        listener = await Listener.start(HOST, 0, gate.handler, frame_bytes_max=cap,
                                         memory=memory)
         first, second, third = (big_vote_frame(size, epoch) for size, epoch in
                                 ((900 * 1024, 1), (600 * 1024, 2), (100 * 1024, 3)))
@@ -383,8 +383,8 @@ def test_a_partial_frame_behind_waiting_requests_counts_at_once_and_stalls_no_ot
     async def test():
         memory = RequestMemory(cap)
         gate = Gate()
-        listener = await Listener.start(HOST, 0, gate.handler, max_frame_bytes=cap,
-                                        memory=memory, max_inflight_per_connection=2)
+        listener = await Listener.start(HOST, 0, gate.handler, frame_bytes_max=cap,
+                                        memory=memory, inflight_per_connection_max=2)
         small = b"".join(framing.encode_request(vote(i), 2, i, "d") for i in (1, 2, 3))
         d_frame, e_frame = big_vote_frame(cap - 200, 50), big_vote_frame(cap - 200, 60)
         d = await RawClient.open(listener.port)
@@ -424,7 +424,7 @@ def test_a_partial_frame_behind_waiting_requests_counts_at_once_and_stalls_no_ot
 
 def test_a_connection_that_sends_none_of_its_reserved_frame_is_closed(monkeypatch, caplog):
     """A client sends only the 4-byte size of a frame as large as the request memory (the
-    default: max_frame_bytes), which reserves all of it, and nothing more. Another
+    default: frame_bytes_max), which reserves all of it, and nothing more. Another
     client's 40 KB request needs room beyond its guaranteed bytes: it is answered once the
     first client, which sent no byte of its frame for limits.NET_PARTIAL_FRAME_STALL_MS,
     has been closed. The one that waited for room (and sent no byte meanwhile either) is
@@ -434,7 +434,7 @@ def test_a_connection_that_sends_none_of_its_reserved_frame_is_closed(monkeypatc
 
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
-                                        max_frame_bytes=cap, name="node-8")
+                                        frame_bytes_max=cap, name="node-8")
         memory = listener.memory
         hoarder = await RawClient.open(listener.port)
         await hoarder.write(struct.pack(">i", cap))
@@ -469,7 +469,7 @@ def test_a_large_frame_that_keeps_arriving_is_read_to_the_end(monkeypatch):
 
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(epoch_of(r.body)),
-                                        max_frame_bytes=cap)
+                                        frame_bytes_max=cap)
         frame = big_vote_frame(cap - 200, 9)
         raw = await RawClient.open(listener.port)
         step = len(frame) // chunks + 1
@@ -493,8 +493,8 @@ def test_request_memory_is_shared_and_given_back_when_connections_close():
     async def test():
         memory = RequestMemory(cap)
         handler = lambda r, p: vote_response(epoch_of(r.body))
-        one = await Listener.start(HOST, 0, handler, max_frame_bytes=cap, memory=memory)
-        two = await Listener.start(HOST, 0, handler, max_frame_bytes=cap, memory=memory)
+        one = await Listener.start(HOST, 0, handler, frame_bytes_max=cap, memory=memory)
+        two = await Listener.start(HOST, 0, handler, frame_bytes_max=cap, memory=memory)
         holder = await RawClient.open(one.port)
         await holder.write(big_vote_frame(cap - 200, 1)[:-10])
         await wait_until(lambda: memory.used_bytes > cap // 2)
@@ -519,8 +519,8 @@ def test_pipelined_frames_that_wait_are_counted():
         memory = RequestMemory(1024 * 1024)
         gate = Gate()
         listener = await Listener.start(HOST, 0, gate.handler, memory=memory,
-                                        max_frame_bytes=1024 * 1024,
-                                        max_inflight_per_connection=2)
+                                        frame_bytes_max=1024 * 1024,
+                                        inflight_per_connection_max=2)
         raw = await RawClient.open(listener.port)
         frames = [framing.encode_request(vote(i), 2, i, "raw") for i in range(1, 6)]
         await raw.write(b"".join(frames))
@@ -546,15 +546,15 @@ def test_pipelined_frames_that_wait_are_counted():
 def test_bad_limits_are_refused_with_what_to_do():
     async def test():
         handler = lambda r, p: vote_response(1)
-        with pytest.raises(ValueError, match="must hold at least one frame of max_frame_bytes"):
-            await Listener.start(HOST, 0, handler, max_frame_bytes=2048,
+        with pytest.raises(ValueError, match="must hold at least one frame of frame_bytes_max"):
+            await Listener.start(HOST, 0, handler, frame_bytes_max=2048,
                                  memory=RequestMemory(1024))
-        with pytest.raises(ValueError, match="max_connections_per_ip must be None"):
-            await Listener.start(HOST, 0, handler, max_connections_per_ip=0)
-        with pytest.raises(ValueError, match="connections_max_idle_ms must be None"):
-            await Listener.start(HOST, 0, handler, connections_max_idle_ms=-1)
+        with pytest.raises(ValueError, match="connections_per_ip_max must be None"):
+            await Listener.start(HOST, 0, handler, connections_per_ip_max=0)
+        with pytest.raises(ValueError, match="connections_idle_ms_max must be None"):
+            await Listener.start(HOST, 0, handler, connections_idle_ms_max=-1)
         with pytest.raises(TypeError, match="memory must be a RequestMemory"):
             await Listener.start(HOST, 0, handler, memory=1024)
-        with pytest.raises(ValueError, match="max_bytes must be None"):
+        with pytest.raises(ValueError, match="bytes_max must be None"):
             RequestMemory(0)
     run(test)

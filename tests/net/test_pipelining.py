@@ -155,7 +155,7 @@ def test_client_in_flight_limit_holds_later_requests_back():
     async def test():
         gate = Gate()
         listener = await Listener.start(HOST, 0, gate.handler)
-        conn = await Connection.open(HOST, listener.port, max_inflight=2)
+        conn = await Connection.open(HOST, listener.port, inflight_max=2)
         tasks = [asyncio.ensure_future(conn.send(vote(i))) for i in range(1, 6)]
         await wait_until(lambda: len(gate.calls) == 2)
         assert (conn.inflight_count, conn.queued_count) == (2, 3)
@@ -177,7 +177,7 @@ def test_client_in_flight_limit_holds_later_requests_back():
 def test_server_in_flight_limit_stops_reading_a_pipelining_client():
     async def test():
         gate = Gate()
-        listener = await Listener.start(HOST, 0, gate.handler, max_inflight_per_connection=2)
+        listener = await Listener.start(HOST, 0, gate.handler, inflight_per_connection_max=2)
         conn = await Connection.open(HOST, listener.port)
         tasks = [asyncio.ensure_future(conn.send(vote(i))) for i in range(1, 6)]
         await wait_until(lambda: len(gate.calls) == 2)
@@ -204,7 +204,7 @@ def test_send_nowait_queue_is_bounded():
     async def test():
         gate = Gate()
         listener = await Listener.start(HOST, 0, gate.handler)
-        conn = await Connection.open(HOST, listener.port, max_inflight=1, max_queued=2)
+        conn = await Connection.open(HOST, listener.port, inflight_max=1, queued_max=2)
         results = {}
 
         def collect(epoch):
@@ -259,8 +259,8 @@ def test_a_client_that_does_not_read_is_not_read_either():
 def test_many_more_requests_than_slots_all_complete(limit):
     async def test():
         listener = await Listener.start(HOST, 0, lambda r, p: vote_response(7),
-                                        max_inflight_per_connection=limit)
-        conn = await Connection.open(HOST, listener.port, max_inflight=limit)
+                                        inflight_per_connection_max=limit)
+        conn = await Connection.open(HOST, listener.port, inflight_max=limit)
         responses = await asyncio.gather(*(conn.send(vote(i)) for i in range(300)))
         assert all(isinstance(r, VoteResponse) for r in responses)
         await conn.close()

@@ -87,7 +87,7 @@ def test_reconnects_after_a_restart_with_the_rng_jittered_backoff(caplog):
     async def test():
         listener = await Listener.start(HOST, 0, _answer)
         port = listener.port
-        pool = PeerPool(rng=random.Random(2024), backoff_base_ms=20, backoff_max_ms=200)
+        pool = PeerPool(rng=random.Random(2024), backoff_base_ms=20, backoff_ms_max=200)
         pool.update(1, HOST, port)
         assert answered_epoch(await pool.send(1, vote(1))) == 1
         conn = pool.connection(1)
@@ -115,7 +115,7 @@ def test_reconnects_after_a_restart_with_the_rng_jittered_backoff(caplog):
 def test_during_the_backoff_a_short_request_fails_at_once():
     async def test():
         dead = await _free_port()
-        pool = PeerPool(rng=random.Random(3), backoff_base_ms=60_000, backoff_max_ms=60_000)
+        pool = PeerPool(rng=random.Random(3), backoff_base_ms=60_000, backoff_ms_max=60_000)
         pool.update(1, HOST, dead)
         with pytest.raises(ConnectError, match="could not connect"):
             await pool.send(1, vote(1), timeout_ms=5_000)
@@ -164,8 +164,8 @@ def test_close_fails_everything_and_leaves_no_task_behind():
         gate = Gate()
         listener = await Listener.start(HOST, 0, gate.handler)
         dead = await _free_port()
-        pool = PeerPool(rng=random.Random(5), max_inflight_per_peer=2,
-                        backoff_base_ms=60_000, backoff_max_ms=60_000)
+        pool = PeerPool(rng=random.Random(5), inflight_per_peer_max=2,
+                        backoff_base_ms=60_000, backoff_ms_max=60_000)
         pool.update(1, HOST, listener.port)
         pool.update(2, HOST, dead)
         with pytest.raises(ConnectError):

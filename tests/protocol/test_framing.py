@@ -148,7 +148,7 @@ def test_decoder_waits_for_partial_frames():
 
 @pytest.mark.parametrize("size", [-1, -(1 << 31), 1025])
 def test_decoder_rejects_bad_sizes_and_stays_failed(size):
-    decoder = FrameDecoder(max_frame_bytes=1024)
+    decoder = FrameDecoder(frame_bytes_max=1024)
     assert decoder.feed(_frames([b"ok"])) == [b"ok"]
     with pytest.raises(ProtocolError, match=r"frame size .* outside \[0, 1024\]") as info:
         decoder.feed(struct.pack(">i", size) + b"x")
@@ -159,13 +159,13 @@ def test_decoder_rejects_bad_sizes_and_stays_failed(size):
 
 def test_decoder_limits_are_checked():
     with pytest.raises(ValueError):
-        FrameDecoder(max_frame_bytes=0)
-    assert FrameDecoder().max_frame_bytes == 100 * 1024 * 1024
+        FrameDecoder(frame_bytes_max=0)
+    assert FrameDecoder().frame_bytes_max == 100 * 1024 * 1024
     assert FrameDecoder().feed(_frames([b""])) == [b""]
 
 
 def test_a_failed_decoder_raises_fresh_errors():
-    decoder = FrameDecoder(max_frame_bytes=8)
+    decoder = FrameDecoder(frame_bytes_max=8)
     with pytest.raises(ProtocolError) as first:
         decoder.feed(struct.pack(">i", 9))
     with pytest.raises(ProtocolError) as again:

@@ -17,7 +17,7 @@ from kraftcore.types import Uuid
 
 from .strategies import message_at
 
-KERNELS = {name: mods[4] for name, mods in codec.implementations().items()}
+KERNELS = {name: kernels.protocol for name, kernels in codec.implementations().items()}
 ALL = M.REQUESTS + M.RESPONSES
 CASES = [(cls, v) for cls in ALL for v in range(cls.valid_versions[0], cls.valid_versions[1] + 1)]
 

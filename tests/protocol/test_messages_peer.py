@@ -44,7 +44,7 @@ from kafka.protocol.metadata.api_versions import (  # noqa: E402
 )
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 
-KERNELS = {name: mods[4] for name, mods in codec.implementations().items()}
+KERNELS = {name: kernels.protocol for name, kernels in codec.implementations().items()}
 
 PEERS = {
     M.ApiVersionsRequest: ApiVersionsRequest, M.ApiVersionsResponse: ApiVersionsResponse,

@@ -28,8 +28,8 @@ from kraftcore.raft.memory import MemoryStorage
 from tests.harness.quorum import Cluster
 from tests.harness.transcript import assert_transcript
 
-FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_max_ms=100,
-            election_backoff_base_ms=10, request_timeout_ms=200, fetch_max_wait_ms=50,
+FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_ms_max=100,
+            election_backoff_base_ms=10, request_timeout_ms=200, fetch_wait_ms_max=50,
             retry_backoff_ms=5)
 HOSTILE = 99  # no node of the cluster
 INT32_MAX = 2**31 - 1

@@ -32,8 +32,8 @@ from tests.harness.quorum import Cluster
 from tests.harness.transcript import assert_transcript, count_lines, find_line
 
 # Short timeouts (same ratios as Kafka's defaults) where they keep transcripts short.
-FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_max_ms=100,
-            election_backoff_base_ms=10, request_timeout_ms=200, fetch_max_wait_ms=50,
+FAST = dict(election_timeout_ms=100, fetch_timeout_ms=200, election_backoff_ms_max=100,
+            election_backoff_base_ms=10, request_timeout_ms=200, fetch_wait_ms_max=50,
             retry_backoff_ms=5)
 
 
@@ -265,7 +265,7 @@ def test_d_snapshot_catch_up_of_a_node_far_behind():
     start (101) passes 3's log end (1). Restarted, 3 fetches offset 1, is told the latest
     snapshot id, pulls it with FetchSnapshot in 1 KiB chunks, restarts its log at the
     snapshot's end, loads it into its state machine and fetches on from there."""
-    c = Cluster(seed=0, fetch_max_bytes=1024)
+    c = Cluster(seed=0, fetch_bytes_max=1024)
     assert c.run_until_leader() == 1
     c.run(100)
     c.crash(3)
@@ -357,7 +357,7 @@ def test_e_check_quorum_resignation_on_kafka_defaults():
     last_fetch = max(t for t, text in c.transcript[:resigned]
                      if text.startswith(("2 -> 1 Fetch(", "3 -> 1 Fetch(")))
     assert t_resign - last_fetch == 3000 == c.config.check_quorum_timeout_ms
-    assert c.transcript[cut][0] - last_fetch <= c.config.fetch_max_wait_ms
+    assert c.transcript[cut][0] - last_fetch <= c.config.fetch_wait_ms_max
     assert c.roles() == {1: "follower", 2: "follower", 3: "leader"}
     assert c.epochs() == {1: 2, 2: 2, 3: 2}
     assert hws(c) == {1: 2, 2: 2, 3: 2}

@@ -199,20 +199,20 @@ def test_kafka_defaults():
     c = NodeConfig.from_mapping(CONTROLLER)
     assert c.quorum_election_timeout_ms == 1000
     assert c.quorum_fetch_timeout_ms == 2000
-    assert c.quorum_election_backoff_max_ms == 1000
+    assert c.quorum_election_backoff_ms_max == 1000
     assert c.quorum_request_timeout_ms == 2000
     assert c.quorum_retry_backoff_ms == 20
     assert c.quorum_append_linger_ms == 25
     assert c.broker_session_timeout_ms == 9000
     assert c.broker_heartbeat_interval_ms == 2000
-    assert c.metadata_max_idle_interval_ms == 500
-    assert c.metadata_log_max_record_bytes_between_snapshots == 20 * 1024 * 1024
-    assert c.metadata_log_max_snapshot_interval_ms == 3_600_000
+    assert c.metadata_idle_interval_ms_max == 500
+    assert c.metadata_log_record_bytes_between_snapshots_max == 20 * 1024 * 1024
+    assert c.metadata_log_snapshot_interval_ms_max == 3_600_000
     assert c.metadata_log_segment_bytes == 1024 ** 3
-    assert c.metadata_log_segment_min_bytes == 8 * 1024 * 1024
+    assert c.metadata_log_segment_bytes_min == 8 * 1024 * 1024
     assert c.metadata_log_segment_ms == 7 * 24 * 3600 * 1000
-    assert c.metadata_max_retention_bytes == 100 * 1024 * 1024
-    assert c.metadata_max_retention_ms == 7 * 24 * 3600 * 1000
+    assert c.metadata_retention_bytes_max == 100 * 1024 * 1024
+    assert c.metadata_retention_ms_max == 7 * 24 * 3600 * 1000
     assert c.num_partitions == 1
     assert c.default_replication_factor == 1
     assert c.min_insync_replicas == 1
@@ -248,7 +248,7 @@ def test_values_are_trimmed_and_typed():
                metadata_log_max_record_bytes_between_snapshots=str(2**40))
     assert c.node_id == 1 and c.num_partitions == 7
     assert c.unclean_leader_election_enable is True
-    assert c.metadata_log_max_record_bytes_between_snapshots == 2**40
+    assert c.metadata_log_record_bytes_between_snapshots_max == 2**40
 
 
 def test_mapping_takes_ints_and_bools():
@@ -701,9 +701,9 @@ def test_raft_config():
                controller_quorum_retry_backoff_ms="30")
     raft = c.raft_config(cluster_id="MkU3OEVBNTcwNTJENDM2Qg")
     assert isinstance(raft, RaftConfig)
-    assert (raft.election_timeout_ms, raft.fetch_timeout_ms, raft.election_backoff_max_ms,
+    assert (raft.election_timeout_ms, raft.fetch_timeout_ms, raft.election_backoff_ms_max,
             raft.request_timeout_ms, raft.retry_backoff_ms) == (1500, 3000, 700, 2500, 30)
-    assert raft.fetch_max_wait_ms == 500
+    assert raft.fetch_wait_ms_max == 500
     assert raft.cluster_id == "MkU3OEVBNTcwNTJENDM2Qg"
     assert NodeConfig.from_mapping(CONTROLLER).raft_config().cluster_id is None
 
@@ -711,12 +711,12 @@ def test_raft_config():
 @pytest.mark.parametrize("fetch, request_timeout, wait", [
     (2000, 2000, 500), (300, 2000, 150), (2000, 600, 300), (1, 1, 0), (1001, 5000, 500)])
 def test_fetch_max_wait_stays_below_the_timeouts(fetch, request_timeout, wait):
-    # RaftConfig refuses fetch_max_wait_ms >= either timeout; short timeouts (the failover
+    # RaftConfig refuses fetch_wait_ms_max >= either timeout; short timeouts (the failover
     # benchmark uses a 300 ms fetch timeout) lower the long poll instead of failing.
     c = config(CONTROLLER, controller_quorum_fetch_timeout_ms=str(fetch),
                controller_quorum_request_timeout_ms=str(request_timeout))
-    assert c.fetch_max_wait_ms == wait
-    assert c.raft_config().fetch_max_wait_ms == wait
+    assert c.fetch_wait_ms_max == wait
+    assert c.raft_config().fetch_wait_ms_max == wait
 
 
 def test_controller_config():
@@ -726,7 +726,7 @@ def test_controller_config():
     cc = c.controller_config("MkU3OEVBNTcwNTJENDM2Qg")
     assert isinstance(cc, ControllerConfig)
     assert (cc.cluster_id, cc.session_timeout_ms, cc.heartbeat_interval_ms,
-            cc.max_idle_interval_ms, cc.default_partitions, cc.default_replication_factor) == \
+            cc.idle_interval_ms_max, cc.default_partitions, cc.default_replication_factor) == \
         ("MkU3OEVBNTcwNTJENDM2Qg", 6000, 500, 0, 3, 2)
     for bad in (None, ""):
         with pytest.raises(ConfigError, match="cluster id"):
@@ -736,7 +736,7 @@ def test_controller_config():
 def test_snapshot_settings():
     c = config(CONTROLLER, metadata_log_max_record_bytes_between_snapshots="1000",
                metadata_log_max_snapshot_interval_ms="0")
-    assert (c.snapshot_max_bytes, c.snapshot_interval_ms) == (1000, 0)
+    assert (c.snapshot_interval_bytes, c.snapshot_interval_ms) == (1000, 0)
 
 
 # ------------------------------------------------------------------ listener limits
@@ -744,18 +744,18 @@ def test_snapshot_settings():
 
 def test_listener_limits_defaults():
     c = NodeConfig.from_mapping(CONTROLLER)
-    assert c.socket_request_max_bytes == 100 * 1024 * 1024
-    assert c.max_connections == c.max_connections_per_ip == 2**31 - 1
-    assert c.connections_max_idle_ms == 600_000
+    assert c.socket_request_bytes_max == 100 * 1024 * 1024
+    assert c.connections_max == c.connections_per_ip_max == 2**31 - 1
+    assert c.connections_idle_ms_max == 600_000
     # kraftcore's default, not Kafka's -1: the largest request, so memory has a bound
-    assert c.queued_max_request_bytes == c.socket_request_max_bytes
+    assert c.queued_request_bytes_max == c.socket_request_bytes_max
     assert c.request_memory_bytes == 100 * 1024 * 1024
     assert "queued.max.request.bytes" not in DEFAULTS
     assert {"socket.request.max.bytes", "max.connections", "max.connections.per.ip",
             "connections.max.idle.ms", "queued.max.request.bytes"} <= KNOWN_KEYS
     assert c.listener_settings() == {
-        "max_frame_bytes": 100 * 1024 * 1024, "max_connections": 4096,
-        "max_connections_per_ip": 2**31 - 1, "connections_max_idle_ms": 600_000}
+        "frame_bytes_max": 100 * 1024 * 1024, "connections_max": 4096,
+        "connections_per_ip_max": 2**31 - 1, "connections_idle_ms_max": 600_000}
 
 
 def test_listener_limits_are_read():
@@ -763,8 +763,8 @@ def test_listener_limits_are_read():
                max_connections_per_ip="10", connections_max_idle_ms="-1",
                queued_max_request_bytes="4194304")
     assert c.listener_settings() == {
-        "max_frame_bytes": 1048576, "max_connections": 100, "max_connections_per_ip": 10,
-        "connections_max_idle_ms": None}
+        "frame_bytes_max": 1048576, "connections_max": 100, "connections_per_ip_max": 10,
+        "connections_idle_ms_max": None}
     assert c.request_memory_bytes == 4194304
     # the default follows socket.request.max.bytes
     assert config(BROKER, socket_request_max_bytes="1048576").request_memory_bytes == 1048576

@@ -33,13 +33,13 @@ from .processes import WAIT_S, LocalCluster, kraftcore, wait_for
 # for as long as a flood lasted (a minute and more); 15 s is far below that, and far above
 # what a probe takes on a loaded 2-core machine.
 REQUEST_TIMEOUT_MS = 15_000
-MAX_CONNECTIONS = 120
-MAX_CONNECTIONS_PER_IP = 30
+CONNECTIONS_MAX = 120
+CONNECTIONS_PER_IP_MAX = 30
 IDLE_MS = 3000
 FRAME_BYTES = 8 * 1024 * 1024
 QUEUED_BYTES = 16 * 1024 * 1024
-LIMITS = [f"max.connections={MAX_CONNECTIONS}",
-          f"max.connections.per.ip={MAX_CONNECTIONS_PER_IP}",
+LIMITS = [f"max.connections={CONNECTIONS_MAX}",
+          f"max.connections.per.ip={CONNECTIONS_PER_IP_MAX}",
           f"connections.max.idle.ms={IDLE_MS}",
           f"socket.request.max.bytes={FRAME_BYTES}",
           f"queued.max.request.bytes={QUEUED_BYTES}",
@@ -187,7 +187,7 @@ def test_idle_connections_up_to_max_connections_are_closed(quorum):
     async def scenario():
         kept = await Connection.open(HOST, port, request_timeout_ms=REQUEST_TIMEOUT_MS)
         idle = []
-        for i in range(MAX_CONNECTIONS + 10):  # more than there are slots
+        for i in range(CONNECTIONS_MAX + 10):  # more than there are slots
             idle.append(await open_raw(port, source=f"127.0.0.{10 + i // 20}"))
         # Slots are all taken: a newcomer is closed as soon as it is accepted.
         newcomer = await open_raw(port, source="127.0.0.50")
@@ -230,7 +230,7 @@ def test_connections_beyond_the_per_address_limit_are_closed(quorum):
     async def scenario():
         raws = []
         answered = await asyncio.gather(*(one(raws) for _ in
-                                          range(4 * MAX_CONNECTIONS_PER_IP)))
+                                          range(4 * CONNECTIONS_PER_IP_MAX)))
         watermarks = await probe(port, rounds=2)
         await asyncio.sleep(1)
         watermarks += await probe(port, rounds=2)
@@ -238,7 +238,7 @@ def test_connections_beyond_the_per_address_limit_are_closed(quorum):
         return answered, watermarks
 
     answered, watermarks = run(scenario(), WAIT_S + 1 + 2 * probe_bound_s(2))
-    assert 0 < sum(answered) <= MAX_CONNECTIONS_PER_IP, sum(answered)
+    assert 0 < sum(answered) <= CONNECTIONS_PER_IP_MAX, sum(answered)
     assert advanced(watermarks), watermarks
 
 

@@ -21,8 +21,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_child(path, max_bytes, backups, lines):
-    return subprocess.run([sys.executable, "-c", CHILD, str(path), str(max_bytes),
+def run_child(path, bytes_max, backups, lines):
+    return subprocess.run([sys.executable, "-c", CHILD, str(path), str(bytes_max),
                            str(backups), str(lines)], capture_output=True, text=True,
                           timeout=WAIT_S)
 

@@ -10,9 +10,8 @@ import types
 
 import pytest
 
-from kraftcore.codec import AppendGather
 from kraftcore.errors import InvalidAppendError, LogClosedError, NotLeaderError, StorageError
-from kraftcore.layout import BATCH_HEADER_BYTES
+from kraftcore.layout import BATCH_HEADER_BYTES, RECORD_OVERHEAD_BYTES_MAX
 from kraftcore.log import quorum_state
 from kraftcore.raft import rpc
 from kraftcore.runtime import raft_driver
@@ -92,7 +91,7 @@ def test_appends_of_one_turn_share_a_batch_and_complete_on_commit(tmp_path):
 
 
 def test_appends_above_the_batch_limits_are_split(tmp_path, monkeypatch):
-    monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 7)
+    monkeypatch.setattr(raft_driver, "RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX", 7)
     async def scenario():
         async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
@@ -122,13 +121,13 @@ def test_appends_fail_when_the_leader_resigns_before_they_commit(tmp_path):
     run(scenario())
 
 
-def _small_batches(driver, batch_max_bytes=4096):
+def _small_batches(driver, batch_bytes_max=4096):
     driver.core.config = dataclasses.replace(driver.core.config,
-                                             batch_max_bytes=batch_max_bytes)
+                                             batch_bytes_max=batch_bytes_max)
 
 
 def test_a_call_with_a_refused_value_fails_and_the_calls_around_it_commit(tmp_path):
-    """A value the core refuses (its batch would pass batch_max_bytes) fails its own call,
+    """A value the core refuses (its batch would pass batch_bytes_max) fails its own call,
     whose other values are then not proposed; the calls before and after commit."""
     async def scenario():
         async with Quorum(str(tmp_path)) as quorum:
@@ -149,7 +148,7 @@ def test_a_call_with_a_refused_value_fails_and_the_calls_around_it_commit(tmp_pa
 
 def test_appends_are_batched_within_the_cores_batch_size(tmp_path):
     """Many small values, each call fitting easily: the batches `append` builds stay under
-    batch_max_bytes once encoded (their framing counted), so every call commits."""
+    batch_bytes_max once encoded (their framing counted), so every call commits."""
     async def scenario():
         async with Quorum(str(tmp_path)) as quorum:
             leader = await quorum.leader()
@@ -287,6 +286,31 @@ def test_append_callbacks_get_the_error_when_the_leader_resigns_or_closes(tmp_pa
     run(scenario())
 
 
+def test_the_append_gather_is_open_exactly_while_the_node_leads_and_runs(tmp_path):
+    """The compiled helper knows nothing of roles: the driver opens its gather when the node
+    becomes leader and closes it when it stops leading or the driver closes, so a callback
+    append on any other node is refused at once, never gathered."""
+    async def scenario():
+        async with Quorum(str(tmp_path)) as quorum:
+            leader = await quorum.leader()
+            followers = [d for d in quorum.drivers.values() if d is not leader]
+            assert leader._gather.open and not any(f._gather.open for f in followers)
+            with pytest.raises(NotLeaderError):
+                followers[0].append([b"x"], lambda offset, error: None)
+            leader.resign()
+            assert not leader._gather.open
+            with pytest.raises(NotLeaderError):
+                leader.append([b"x"], lambda offset, error: None)
+            assert leader._gather.values == []
+            successor = await quorum.leader()
+            assert successor._gather.open
+            await quorum.stop_driver(successor.node_id)
+            assert not successor._gather.open
+            with pytest.raises(LogClosedError):
+                successor.append([b"x"], lambda offset, error: None)
+    run(scenario())
+
+
 def _in_loop(function):
     async def main():
         return function()
@@ -300,26 +324,27 @@ class _BatchingCore:
     epoch = 1
     quorum = types.SimpleNamespace(role="leader")
 
-    def __init__(self, batch_max_bytes):
-        self.config = dataclasses.replace(CONFIG, batch_max_bytes=batch_max_bytes)
+    def __init__(self, batch_bytes_max):
+        self.config = dataclasses.replace(CONFIG, batch_bytes_max=batch_bytes_max)
         self.batches = []
         self.end = 0
 
     def propose(self, values, now_ms):
-        if sum(map(len, values)) > self.config.batch_max_bytes - BATCH_HEADER_BYTES:
+        if sum(map(len, values)) > self.config.batch_bytes_max - BATCH_HEADER_BYTES:
             raise InvalidAppendError("over the batch size")
         self.batches.append(list(values))
         self.end += len(values)
         return self.end - 1
 
 
-def _batching_driver(batch_max_bytes):
+def _batching_driver(batch_bytes_max):
     driver = RaftDriver.__new__(RaftDriver)
-    driver.core = _BatchingCore(batch_max_bytes)
+    driver.core = _BatchingCore(batch_bytes_max)
     driver.clock = lambda: 0
     driver.failed = None
     driver._kick_scheduled = True  # no event loop: the test proposes by hand
-    driver._gather = AppendGather(driver.core.quorum, driver.kick, driver._append_checked)
+    driver._gather = raft_driver.AppendGather(driver.kick, driver._append_checked)
+    driver._open_appends()
     driver._uncommitted = collections.deque()
     driver.node_id, driver._timer, driver._answers = 1, None, {}
     return driver
@@ -334,7 +359,7 @@ def _waiting(driver):
 def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrupts(
         monkeypatch):
     def scenario():  # append needs a running event loop
-        monkeypatch.setattr(raft_driver, "APPEND_BATCH_RECORDS_MAX", 3)
+        monkeypatch.setattr(raft_driver, "RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX", 3)
         driver = _batching_driver(BATCH_HEADER_BYTES + 150)
         settled = {}
         for name, values in (("a", [b"a1", b"a2"]), ("b", [b"b1", b"b2", b"b3", b"b4"]),
@@ -359,7 +384,7 @@ def test_proposing_splits_calls_across_batches_and_drops_what_a_refusal_interrup
 def test_proposing_keeps_batches_within_the_cores_batch_size():
     def scenario():  # append needs a running event loop
         driver = _batching_driver(BATCH_HEADER_BYTES
-                                  + 3 * (10 + raft_driver.RECORD_OVERHEAD_BYTES_MAX))
+                                  + 3 * (10 + RECORD_OVERHEAD_BYTES_MAX))
         offsets = []
         for i in range(10):
             driver.append([b"v" * 10], lambda o, e: offsets.append(o))

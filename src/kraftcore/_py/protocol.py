@@ -32,9 +32,10 @@ import struct
 
 from kraftcore.errors import EncodeError, ProtocolError
 from kraftcore.kernel_api import (
-    ABSENT, ARRAY, ARRAY_STRUCT, BOOL, BYTES, COMPACT, EMPTY_ELEMENTS_MAX, FLOAT64,
-    FRAME_FIELD_MAX, FRAME_VERSION, FRESH, IGNORABLE, INT8, INT16, INT32, INT64, NULLABLE,
-    STRING, STRUCT, UINT16, UINT32, UUID, checked_unknown_tags)
+    ABSENT, ARRAY, ARRAY_STRUCT, BOOL, BYTES, COMPACT, FLOAT64, FRESH, IGNORABLE, INT8, INT16,
+    INT32, INT64, NULLABLE, STRING, STRUCT, UINT16, UINT32, UUID, checked_unknown_tags)
+from kraftcore.layout import METADATA_FRAME_FIELD_MAX, METADATA_FRAME_VERSION
+from kraftcore.limits import PROTOCOL_EMPTY_ELEMENTS_MAX
 from kraftcore.types import Uuid
 
 _FIXED = {
@@ -138,7 +139,7 @@ def _read_field(r, op):
         else:
             each = sub[6] if kind == ARRAY_STRUCT else _MIN_BYTES.get(sub, 1)
             if n < -1 or (each and n * each > r.end - r.pos) or (
-                not each and n > EMPTY_ELEMENTS_MAX
+                not each and n > PROTOCOL_EMPTY_ELEMENTS_MAX
             ):
                 raise ProtocolError(
                     f"{label} claims {n} elements, impossible in {r.end - r.pos} bytes", start)
@@ -224,12 +225,12 @@ def decode_message(prog, buffer, pos=0):
 def _frame(r):
     start = r.pos
     frame = r.uvarint("frame version")
-    if frame != FRAME_VERSION:
-        raise ProtocolError(f"metadata record frame version {frame}, expected {FRAME_VERSION}",
-                            start)
+    if frame != METADATA_FRAME_VERSION:
+        raise ProtocolError(
+            f"metadata record frame version {frame}, expected {METADATA_FRAME_VERSION}", start)
     api_key = r.uvarint("record type")
     version = r.uvarint("record version")
-    if api_key > FRAME_FIELD_MAX or version > FRAME_FIELD_MAX:
+    if api_key > METADATA_FRAME_FIELD_MAX or version > METADATA_FRAME_FIELD_MAX:
         raise ProtocolError(f"record type {api_key} or version {version} above 32767", start)
     return api_key, version
 
@@ -435,7 +436,7 @@ def encode_metadata_values(records, versions, table):
         api_key = getattr(type(record), "api_key", None)
         if api_key is None:
             raise EncodeError(f"{type(record).__name__} is not a metadata record")
-        if not isinstance(version, int) or not 0 <= version <= FRAME_FIELD_MAX:
+        if not isinstance(version, int) or not 0 <= version <= METADATA_FRAME_FIELD_MAX:
             raise EncodeError(f"bad record version {version!r}")
         try:
             prog = _program_for(table, api_key, version, 0)
@@ -445,7 +446,7 @@ def encode_metadata_values(records, versions, table):
             raise EncodeError(f"record type {api_key} is {prog[0].__name__}, "
                               f"not {type(record).__name__}")
         data = bytearray()
-        _uvarint(data, FRAME_VERSION)
+        _uvarint(data, METADATA_FRAME_VERSION)
         _uvarint(data, api_key)
         _uvarint(data, version)
         _write_struct(data, prog, record)

@@ -25,12 +25,12 @@ from kraftcore._py.crc32c import crc32c
 from kraftcore._py.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 from kraftcore.compression import compression_codec, lz4_compress, lz4_decompress
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
-from kraftcore.kernel_api import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int_range
+from kraftcore.kernel_api import check_int_range
 from kraftcore.layout import (BATCH_HEADER, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, CODEC_LZ4,
                               CODEC_NAMES, CODEC_NONE, COMPRESSION_CODEC_MASK, CONTROL_MASK,
-                              CRC_OFFSET, CRC_START_OFFSET, DELETE_HORIZON_MASK,
-                              LOG_OVERHEAD_BYTES, MAGIC, TIMESTAMP_TYPE_MASK,
-                              TRANSACTIONAL_MASK)
+                              CRC_OFFSET, CRC_START_OFFSET, DELETE_HORIZON_MASK, INT32_MAX,
+                              INT32_MIN, INT64_MAX, INT64_MIN, LOG_OVERHEAD_BYTES, MAGIC,
+                              TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK)
 
 _INT16 = (-0x8000, 0x7FFF)
 _INT32 = (INT32_MIN, INT32_MAX)

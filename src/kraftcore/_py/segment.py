@@ -34,9 +34,10 @@ import struct
 
 from kraftcore._py.records import check_batch
 from kraftcore.errors import CorruptRecordError, InvalidAppendError
-from kraftcore.kernel_api import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, NO_STAMP, ScanResult
-from kraftcore.layout import (BASE_OFFSET_OFFSET, BATCH_LENGTH_MIN,
-                              HEADER_BYTES_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET,
+from kraftcore.kernel_api import NO_STAMP, ScanResult
+from kraftcore.layout import (BASE_OFFSET_OFFSET, BATCH_LENGTH_MIN, HEADER_BYTES_UP_TO_MAGIC,
+                              INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,
+                              LAST_OFFSET_DELTA_OFFSET,
                               LOG_OVERHEAD_BYTES, OFFSET_AND_LENGTH, OFFSET_INDEX_ENTRY,
                               OFFSET_INDEX_ENTRY_BYTES, PARTITION_LEADER_EPOCH_OFFSET,
                               RELATIVE_OFFSET_MAX, SIZE_FIELD_MIN, STAMPED_HEADER,
@@ -302,7 +303,7 @@ def _add_entries(offset_entries, time_entries, base, last_offset, position, max_
     return last_index_ts
 
 
-def locate_batches(buffer, target_offset, end_offset, max_bytes):
+def locate_batches(buffer, target_offset, end_offset, bytes_max):
     """Find whole batches in `buffer` (batches back to back from its start) for a read.
 
     Reads headers only (no CRC), following Kafka's scanning rules (§2.8). Returns
@@ -311,7 +312,7 @@ def locate_batches(buffer, target_offset, end_offset, max_bytes):
     * `start`: position of the first batch whose last offset >= `target_offset`, -1 if
       none is complete in the buffer;
     * `end`: end of the whole batches taken from `start`: each must end below `end_offset`
-      (next offset <= `end_offset`) and fit in `max_bytes`, except that the first batch is
+      (next offset <= `end_offset`) and fit in `bytes_max`, except that the first batch is
       always taken;
     * `partial`: position of an incomplete batch where the buffer ended before a limit was
       reached, else -1; `partial_size` is its full size when its header says so, else 0.
@@ -342,7 +343,7 @@ def locate_batches(buffer, target_offset, end_offset, max_bytes):
                     return pos, pos, -1, 0
                 start, end = pos, pos + size
         else:
-            if last_offset >= end_offset or pos + size - start > max_bytes:
+            if last_offset >= end_offset or pos + size - start > bytes_max:
                 return start, end, -1, 0
             end = pos + size
         pos += size

@@ -24,7 +24,7 @@ def _encode_unsigned(value):
     return bytes(out)
 
 
-def _decode_unsigned(buf, pos, max_bytes, kind):
+def _decode_unsigned(buf, pos, bytes_max, kind):
     view = memoryview(buf).cast("B")
     start = pos
     if pos < 0:
@@ -32,16 +32,16 @@ def _decode_unsigned(buf, pos, max_bytes, kind):
     value = 0
     shift = 0
     end = len(view)
-    for i in range(max_bytes):
+    for i in range(bytes_max):
         if pos >= end:
             raise CorruptRecordError(f"truncated {kind}", start)
         byte = view[pos]
         pos += 1
-        if i == max_bytes - 1:
+        if i == bytes_max - 1:
             # The last allowed byte may only carry the bits that are left of the width.
-            spare_bits = 32 - 7 * i if max_bytes == 5 else 64 - 7 * i
+            spare_bits = 32 - 7 * i if bytes_max == 5 else 64 - 7 * i
             if byte >> spare_bits:
-                raise CorruptRecordError(f"{kind} longer than {max_bytes} bytes", start)
+                raise CorruptRecordError(f"{kind} longer than {bytes_max} bytes", start)
         value |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return value, pos

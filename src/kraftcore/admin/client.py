@@ -13,7 +13,7 @@ and the routing of requests:
 * writes (CreateTopics, DeleteTopics, IncrementalAlterConfigs) go to the bootstrap
   controller; a NOT_CONTROLLER answer makes the client ask that node where the active
   controller is (DescribeCluster, endpoint type controller, as Kafka 3.7+ admin clients do)
-  and send the request there, up to `REDIRECTS_MAX` times;
+  and send the request there, up to `limits.ADMIN_REDIRECTS_MAX` times;
 * reads (Metadata, DescribeCluster, DescribeConfigs) go to the active controller, found
   the same way once per client, so a read sees every write acknowledged before it; if the
   active controller cannot be reached they fall back to the bootstrap controller's own
@@ -34,6 +34,7 @@ connection and each request, not an operation as a whole (the caller bounds that
 import asyncio
 
 from kraftcore.errors import AdminError, KraftcoreError
+from kraftcore.limits import ADMIN_REDIRECTS_MAX
 from kraftcore.metadata.image import CONFIG_TOPIC
 from kraftcore.net.client import Connection
 from kraftcore.protocol import messages as m
@@ -43,11 +44,10 @@ from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_T
 from kraftcore.types import ZERO_UUID
 
 __all__ = ["AdminClient", "Controllers", "quorum_leader", "quorum_summary", "config_doc",
-           "address_text", "TIMEOUT_MS", "REDIRECTS_MAX", "CONFIG_SOURCE_NAMES",
+           "address_text", "TIMEOUT_MS_DEFAULT", "CONFIG_SOURCE_NAMES",
            "SOURCE_TOPIC", "SOURCE_DYNAMIC_DEFAULT_BROKER", "SOURCE_DEFAULT"]
 
-TIMEOUT_MS = 30_000
-REDIRECTS_MAX = 2
+TIMEOUT_MS_DEFAULT = 30_000
 # Pause before asking again when no active controller is known (an election in progress).
 NO_LEADER_RETRY_MS = 200
 CLIENT_ID = "kraftcore-admin"
@@ -90,7 +90,7 @@ class AdminClient:
     """An admin client bootstrapped at `bootstrap` (host, port); see the module docstring.
     Close it (`close`, or `async with`) to close its connections."""
 
-    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS):
+    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT):
         self.bootstrap = tuple(bootstrap)
         self.timeout_ms = timeout_ms
         self._conns = {}
@@ -163,11 +163,11 @@ class AdminClient:
         """A write: to the bootstrap, then where NOT_CONTROLLER answers point.
         `not_controller(response)`: whether the response is a NOT_CONTROLLER answer."""
         address = self.bootstrap
-        for attempt in range(REDIRECTS_MAX + 1):
+        for attempt in range(ADMIN_REDIRECTS_MAX + 1):
             response = await self.send(address, request_cls, build)
             if not not_controller(response):
                 return response
-            if attempt == REDIRECTS_MAX:
+            if attempt == ADMIN_REDIRECTS_MAX:
                 break
             cluster = await self.describe_controllers(address)
             if cluster.controller_id in cluster.controllers:
@@ -176,14 +176,14 @@ class AdminClient:
                 await asyncio.sleep(NO_LEADER_RETRY_MS / 1000)
                 address = self.bootstrap
         raise AdminError(f"no controller accepted the request: {address_text(address)} "
-                         f"answered NOT_CONTROLLER after {REDIRECTS_MAX} redirects; the "
+                         f"answered NOT_CONTROLLER after {ADMIN_REDIRECTS_MAX} redirects; the "
                          "quorum may be electing a leader, retry shortly")
 
     # ------------------------------------------------------------------ the quorum
 
     async def _describe_quorum(self, cluster):
         address = self.bootstrap
-        for _ in range(REDIRECTS_MAX + 1):
+        for _ in range(ADMIN_REDIRECTS_MAX + 1):
             response = await self.send(address, m.DescribeQuorumRequest,
                                        _describe_quorum_request)
             if response.error_code:

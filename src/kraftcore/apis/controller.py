@@ -52,8 +52,8 @@ Deliberate limits, each answered explicitly rather than ignored:
   controller endpoints come from `controller.quorum.voters`); UNSUPPORTED_VERSION.
 * A request's TimeoutMs > 0 bounds the wait for the commit (REQUEST_TIMED_OUT after it; the
   operation may still take effect). TimeoutMs <= 0 sets no bound of its own.
-* One CreateTopics or CreatePartitions request adds at most `PARTITIONS_PER_REQUEST_MAX`
-  partitions (POLICY_VIOLATION beyond).
+* One CreateTopics or CreatePartitions request adds at most
+  `limits.CONTROLLER_PARTITIONS_PER_REQUEST_MAX` partitions (POLICY_VIOLATION beyond).
 
 The broker side of these RPCs (the requests a broker sends, and how it reads the answers)
 is `kraftcore.broker.requests`.
@@ -70,23 +70,20 @@ from kraftcore.apis.reads import (CONFIG_DEFAULTS, CONFIG_SOURCE_DEFAULT,
 from kraftcore.controller import election as E
 from kraftcore.controller.replication import NewTopic
 from kraftcore.errors import ControllerError
+from kraftcore.limits import CONTROLLER_PARTITIONS_PER_REQUEST_MAX
 from kraftcore.metadata.image import CONFIG_BROKER
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import ZERO_UUID
 
 __all__ = ["handle_controller_request", "CONTROLLER_API_KEYS", "OP_SET", "OP_DELETE",
-           "OP_APPEND", "OP_SUBTRACT", "PARTITIONS_PER_REQUEST_MAX"]
+           "OP_APPEND", "OP_SUBTRACT"]
 
 # ElectLeaders ElectionType.
 ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
 # IncrementalAlterConfigs ConfigOperation.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-# The most partitions one CreateTopics or CreatePartitions request may add (Kafka's
-# ReplicationControlManager MAX_PARTITIONS_PER_BATCH): placement runs before the controller
-# counts records, so a request for 2^31 partitions must be refused before it gets there.
-PARTITIONS_PER_REQUEST_MAX = 10_000
 
 _E = ErrorCode
 
@@ -137,10 +134,10 @@ def _duplicates(keys):
 
 
 def _check_partition_total(total):
-    if total > PARTITIONS_PER_REQUEST_MAX:
+    if total > CONTROLLER_PARTITIONS_PER_REQUEST_MAX:
         raise ControllerError(_E.POLICY_VIOLATION,
                               f"the request would add {total} partitions; at most "
-                              f"{PARTITIONS_PER_REQUEST_MAX} may be added per request")
+                              f"{CONTROLLER_PARTITIONS_PER_REQUEST_MAX} may be added per request")
 
 
 # ------------------------------------------------------------------------------ brokers

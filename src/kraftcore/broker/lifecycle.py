@@ -37,7 +37,7 @@ leaving, and the controller answers a fenced broker's shutdown request at once.
 Requests: at most one is in flight. A heartbeat goes `heartbeat_interval_ms` after the
 previous answer; the first right after registration. A request that failed (an error, a
 `NotControllerError`, or no answer within `request_timeout_ms`) is retried after an
-exponential backoff, `retry_backoff_ms` doubling up to `retry_backoff_max_ms`; a
+exponential backoff, `retry_backoff_ms` doubling up to `retry_backoff_ms_max`; a
 `NotControllerError` that names the active controller is retried at once the first time
 (the driver re-routes to `exc.controller_id`, also kept in `controller_id`). Answers to a
 request that is no longer in flight (it timed out) are ignored. Registration errors that
@@ -60,7 +60,7 @@ API:
   BrokerLifecycle(broker_id, incarnation_id, *, cluster_id, rack=None, listeners=(),
                   features=None, log_dirs=(), heartbeat_interval_ms=2000,
                   session_timeout_ms=9000, request_timeout_ms=2000, retry_backoff_ms=100,
-                  retry_backoff_max_ms=None (session_timeout_ms // 2),
+                  retry_backoff_ms_max=None (session_timeout_ms // 2),
                   ready_to_unfence=True)
   start(now_ms)
   poll(now_ms) -> (requests, next_deadline_ms)       # requests: [] or [one request]
@@ -69,7 +69,7 @@ API:
   begin_shutdown(now_ms); stop(now_ms, reason)
   state, broker_state, broker_epoch, is_online, is_caught_up, registered, done, error,
   controller_id, metadata_offset, transitions (Transition(now_ms, from_state, to_state,
-  reason), the newest TRANSITIONS_KEPT_MAX), transitions_total (how many were ever made:
+  reason), the newest BROKER_TRANSITIONS_KEPT_MAX), transitions_total (how many were ever made:
   a runtime that reports them reads the newest transitions_total - seen of them)
   submit_request(controller, request) -> Future       # a request to a QuorumController
 """
@@ -79,19 +79,16 @@ import enum
 from typing import NamedTuple
 
 from kraftcore.errors import ConfigError, ControllerError, NotControllerError
+from kraftcore.limits import BROKER_BACKOFF_DOUBLINGS_MAX, BROKER_TRANSITIONS_KEPT_MAX
 from kraftcore.protocol.error_codes import ErrorCode
 
 __all__ = ["BrokerLifecycle", "BrokerState", "RegisterRequest", "HeartbeatRequest",
-           "Transition", "submit_request", "OFFLINE", "FENCED", "ONLINE", "STOPPING",
-           "TRANSITIONS_KEPT_MAX"]
+           "Transition", "submit_request", "OFFLINE", "FENCED", "ONLINE", "STOPPING"]
 
 OFFLINE = "offline"
 FENCED = "fenced"
 ONLINE = "online"
 STOPPING = "stopping"
-
-# The transitions log keeps this many of the newest entries (a limit on everything).
-TRANSITIONS_KEPT_MAX = 1000
 
 # Registration errors that a retry cannot fix: a configuration problem to report.
 _FATAL_REGISTRATION_CODES = frozenset((
@@ -100,8 +97,6 @@ _FATAL_REGISTRATION_CODES = frozenset((
 # Heartbeat errors meaning the controller holds no registration of ours with this epoch.
 _REGISTRATION_LOST_CODES = frozenset((ErrorCode.STALE_BROKER_EPOCH,
                                       ErrorCode.BROKER_ID_NOT_REGISTERED))
-# Bound on the backoff exponent (the delay is capped anyway; this keeps the int small).
-_BACKOFF_DOUBLINGS_MAX = 30
 
 
 class BrokerState(enum.IntEnum):
@@ -173,14 +168,14 @@ class BrokerLifecycle:
     def __init__(self, broker_id, incarnation_id, *, cluster_id, rack=None, listeners=(),
                  features=None, log_dirs=(), heartbeat_interval_ms=2000,
                  session_timeout_ms=9000, request_timeout_ms=2000, retry_backoff_ms=100,
-                 retry_backoff_max_ms=None, ready_to_unfence=True):
-        if retry_backoff_max_ms is None:
-            retry_backoff_max_ms = session_timeout_ms // 2
+                 retry_backoff_ms_max=None, ready_to_unfence=True):
+        if retry_backoff_ms_max is None:
+            retry_backoff_ms_max = session_timeout_ms // 2
         for name, value in (("heartbeat_interval_ms", heartbeat_interval_ms),
                             ("session_timeout_ms", session_timeout_ms),
                             ("request_timeout_ms", request_timeout_ms),
                             ("retry_backoff_ms", retry_backoff_ms),
-                            ("retry_backoff_max_ms", retry_backoff_max_ms)):
+                            ("retry_backoff_ms_max", retry_backoff_ms_max)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"broker lifecycle {name} must be an int >= 1, got "
                                   f"{value!r}")
@@ -188,8 +183,8 @@ class BrokerLifecycle:
             raise ConfigError(f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be below "
                               f"session_timeout_ms ({session_timeout_ms}), or every lease "
                               "would expire between two heartbeats")
-        if retry_backoff_max_ms < retry_backoff_ms:
-            raise ConfigError(f"retry_backoff_max_ms ({retry_backoff_max_ms}) must be at least "
+        if retry_backoff_ms_max < retry_backoff_ms:
+            raise ConfigError(f"retry_backoff_ms_max ({retry_backoff_ms_max}) must be at least "
                               f"retry_backoff_ms ({retry_backoff_ms})")
         self.broker_id = broker_id
         self.incarnation_id = incarnation_id
@@ -202,7 +197,7 @@ class BrokerLifecycle:
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.retry_backoff_ms_max = retry_backoff_ms_max
         self.ready_to_unfence = bool(ready_to_unfence)
 
         self._state = OFFLINE
@@ -219,7 +214,7 @@ class BrokerLifecycle:
         self._failures = 0  # consecutive failed requests
         self._redirected = False  # the last failure was a NotController with a hint
         self.controller_id = None  # the active controller, as the last redirect named it
-        self.transitions = collections.deque(maxlen=TRANSITIONS_KEPT_MAX)
+        self.transitions = collections.deque(maxlen=BROKER_TRANSITIONS_KEPT_MAX)
         self.transitions_total = 0
         # Counters for diagnostics.
         self.requests_sent = 0
@@ -383,8 +378,8 @@ class BrokerLifecycle:
         return deadline
 
     def _retry_delay_ms(self):
-        doublings = min(self._failures - 1, _BACKOFF_DOUBLINGS_MAX)
-        return min(self.retry_backoff_max_ms, self.retry_backoff_ms << max(doublings, 0))
+        doublings = min(self._failures - 1, BROKER_BACKOFF_DOUBLINGS_MAX)
+        return min(self.retry_backoff_ms_max, self.retry_backoff_ms << max(doublings, 0))
 
     def _on_success(self, sent_ms):
         self._failures = 0

@@ -35,8 +35,8 @@ out.
 
 API:
 
-  BrokerMetadata(*, loader=None, snapshot_max_bytes=SNAPSHOT_MAX_BYTES,
-                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS, now_ms=0)
+  BrokerMetadata(*, loader=None, snapshot_interval_bytes=SNAPSHOT_INTERVAL_BYTES_DEFAULT,
+                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS_DEFAULT, now_ms=0)
   on_ready(ready, storage, now_ms=None)       # Ready.load_snapshot, .commits, .leader_change
   on_load_snapshot(snapshot_id, data, now_ms=None); on_commits(commits)
   maybe_snapshot(now_ms, core) -> SnapshotId or None
@@ -50,7 +50,8 @@ from typing import NamedTuple
 
 from kraftcore.errors import MetadataError
 from kraftcore.metadata.image import EMPTY_IMAGE
-from kraftcore.metadata.loader import SNAPSHOT_INTERVAL_MS, SNAPSHOT_MAX_BYTES, MetadataLoader
+from kraftcore.metadata.loader import (SNAPSHOT_INTERVAL_BYTES_DEFAULT, SNAPSHOT_INTERVAL_MS_DEFAULT,
+                                      MetadataLoader)
 
 __all__ = ["BrokerMetadata", "MetadataUpdate", "visible_brokers"]
 
@@ -75,10 +76,10 @@ def visible_brokers(image):
 
 
 class BrokerMetadata:
-    def __init__(self, *, loader=None, snapshot_max_bytes=SNAPSHOT_MAX_BYTES,
-                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS, now_ms=0):
+    def __init__(self, *, loader=None, snapshot_interval_bytes=SNAPSHOT_INTERVAL_BYTES_DEFAULT,
+                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS_DEFAULT, now_ms=0):
         if loader is None:
-            loader = MetadataLoader(snapshot_max_bytes=snapshot_max_bytes,
+            loader = MetadataLoader(snapshot_interval_bytes=snapshot_interval_bytes,
                                     snapshot_interval_ms=snapshot_interval_ms, now_ms=now_ms)
         self.loader = loader
         self._publishers = []

@@ -36,7 +36,7 @@ __all__ = ["COMMANDS", "add_arguments", "run", "CommandError", "parse_address",
            "format_status", "format_replication", "format_config"]
 
 COMMANDS = ("quorum", "topics", "brokers", "configs")
-TIMEOUT_MS = 30_000  # --timeout-ms: the bound of a whole command
+TIMEOUT_MS_DEFAULT = 30_000  # --timeout-ms: the bound of a whole command
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _LABEL_WIDTH = 24  # kafka-metadata-quorum pads its labels to this column
 
@@ -56,8 +56,8 @@ def add_arguments(sub):
     common.add_argument("--bootstrap-controller", required=True, metavar="HOST:PORT",
                         help="a controller's listener; requests are routed to the active "
                         "controller from there")
-    common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS, metavar="MS",
-                        help=f"give up after this long (default {TIMEOUT_MS})")
+    common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
+                        help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
 
     quorum = sub.add_parser("quorum", help="describe the metadata quorum",
                             description="The state of the KRaft metadata quorum, like "

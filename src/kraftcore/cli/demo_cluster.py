@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from kraftcore.admin.client import quorum_leader
+from kraftcore.limits import DEMO_CLUSTER_WAIT_S_MAX
 from kraftcore.runtime.local_cluster import start_node
 
 SETTINGS = (
@@ -32,7 +33,6 @@ SETTINGS = (
     ("broker.heartbeat.interval.ms", "300"),
     ("metadata.log.max.snapshot.interval.ms", "2000"),
 )
-WAIT_S = 90
 STEPS = 9
 
 
@@ -62,7 +62,8 @@ class Demo:
         command = [sys.executable, "-m", "kraftcore.cli.main", *args]
         if show:
             self.say("  $ kraftcore " + " ".join(args))
-        result = subprocess.run(command, capture_output=True, text=True, timeout=WAIT_S)
+        result = subprocess.run(command, capture_output=True, text=True,
+                                timeout=DEMO_CLUSTER_WAIT_S_MAX)
         if check and result.returncode != 0:
             raise DemoError(f"kraftcore {' '.join(args)} failed: {result.stderr.strip()}")
         if show:
@@ -70,7 +71,7 @@ class Demo:
                 self.say("    " + line)
         return result
 
-    def wait(self, what, predicate, timeout_s=WAIT_S):
+    def wait(self, what, predicate, timeout_s=DEMO_CLUSTER_WAIT_S_MAX):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
@@ -252,7 +253,7 @@ class Demo:
                 process.send_signal(signal.SIGTERM)
         for process in self.started + [self.supervisor]:
             try:
-                process.wait(WAIT_S)
+                process.wait(DEMO_CLUSTER_WAIT_S_MAX)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
@@ -264,7 +265,8 @@ class Demo:
         sys.stdout.flush()
         # Its own output and progress line go straight to the terminal.
         result = subprocess.run([sys.executable, "-m", "kraftcore.cli.main", "verify",
-                                 "--snapshots", *nodes, "--logs"], timeout=10 * WAIT_S)
+                                 "--snapshots", *nodes, "--logs"],
+                                timeout=10 * DEMO_CLUSTER_WAIT_S_MAX)
         if result.returncode != 0:
             raise DemoError(f"kraftcore verify exited with status {result.returncode}")
         self.report.append("kraftcore verify: every check passed")

@@ -38,7 +38,7 @@ def add_arguments(sub):
                        help="append the log (and anything else the process prints) to PATH, "
                        "rotated by size, instead of stderr")
     start.add_argument("--log-file-max-bytes", type=int, metavar="BYTES",
-                       default=process_log.LOG_FILE_MAX_BYTES_DEFAULT,
+                       dest="log_file_bytes_max", default=process_log.LOG_FILE_BYTES_MAX_DEFAULT,
                        help="rotate the log file when it would pass this size (default "
                        "%(default)s)")
     start.add_argument("--log-file-backups", type=int, metavar="N",
@@ -56,7 +56,7 @@ def run(args, *, err=None):
     err = err or sys.stderr
     if args.log_file is not None:
         try:
-            process_log.check_settings(args.log_file_max_bytes, args.log_file_backups)
+            process_log.check_settings(args.log_file_bytes_max, args.log_file_backups)
         except ValueError as exc:
             err.write(f"kraftcore start: error: {exc}\n")
             return 1
@@ -75,7 +75,7 @@ def run(args, *, err=None):
                                    "%(name)s: %(message)s")
     else:
         try:
-            process_log.use_log_file(args.log_file, args.log_file_max_bytes,
+            process_log.use_log_file(args.log_file, args.log_file_bytes_max,
                                      args.log_file_backups, level=level,
                                      node_id=config.node_id)
         except (ValueError, OSError) as exc:

@@ -19,7 +19,7 @@ class ControllerConfig:
     heartbeat_interval_ms: int = 2000
     # metadata.max.idle.interval.ms: a NoOpRecord this often keeps the high watermark moving
     # (0: never).
-    max_idle_interval_ms: int = 500
+    idle_interval_ms_max: int = 500
     # num.partitions / default.replication.factor, used when a request says -1.
     default_partitions: int = 1
     default_replication_factor: int = 1
@@ -44,9 +44,9 @@ class ControllerConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"controller config {name} must be >= 1, not "
                                   f"{getattr(self, name)!r}")
-        if self.max_idle_interval_ms < 0:
-            raise ConfigError(f"controller config max_idle_interval_ms must be >= 0, not "
-                              f"{self.max_idle_interval_ms!r}")
+        if self.idle_interval_ms_max < 0:
+            raise ConfigError(f"controller config idle_interval_ms_max must be >= 0, not "
+                              f"{self.idle_interval_ms_max!r}")
         if self.bootstrap_metadata_version not in METADATA_VERSION_LEVELS.values():
             raise ConfigError(f"bootstrap_metadata_version {self.bootstrap_metadata_version!r}"
                               " is not a known metadata.version level (1-"

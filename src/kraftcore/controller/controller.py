@@ -494,7 +494,7 @@ class QuorumController:
         return chunks
 
     def _schedule_noop(self, now_ms):
-        interval = self.config.max_idle_interval_ms
+        interval = self.config.idle_interval_ms_max
         if not interval:
             return
         self.queue.schedule_deferred("noop", now_ms + interval, self._noop)

@@ -20,10 +20,9 @@ cannot keep up refuses work instead of growing without bound. The Raft core's in
 import collections
 
 from kraftcore.errors import ControllerError
+from kraftcore.limits import CONTROLLER_QUEUE_EVENTS_MAX
 
-__all__ = ["EventQueue", "ControllerQueueFullError", "CONTROLLER_QUEUE_EVENTS_MAX"]
-
-CONTROLLER_QUEUE_EVENTS_MAX = 100_000
+__all__ = ["EventQueue", "ControllerQueueFullError"]
 
 # Kafka's code for a request the controller could not take in time / at all.
 _THROTTLING_QUOTA_EXCEEDED = 89

@@ -29,6 +29,7 @@ from typing import NamedTuple
 from kraftcore.controller import election as E
 from kraftcore.controller.placement import StripedReplicaPlacer
 from kraftcore.errors import ControllerError
+from kraftcore.limits import TOPIC_NAME_BYTES_MAX
 from kraftcore.metadata import records as R
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.partition import DIRECTORY_UNASSIGNED, NO_LEADER, RECOVERED
@@ -36,11 +37,10 @@ from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import Uuid
 
 __all__ = ["ReplicationControl", "NewTopic", "TopicResult", "PartitionState",
-           "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION", "TOPIC_NAME_BYTES_MAX"]
+           "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION"]
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
-TOPIC_NAME_BYTES_MAX = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+\Z")
 _DIRECTORIES_LEVEL = R.METADATA_VERSION_LEVELS["3.7-IV2"]
 _RECOVERY_LEVEL = R.METADATA_VERSION_LEVELS["3.2-IV0"]

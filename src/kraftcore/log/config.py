@@ -10,11 +10,11 @@ Kafka's int32 fields.
 import dataclasses
 
 from kraftcore.errors import ConfigError
-from kraftcore.layout import (BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, OFFSET_INDEX_ENTRY_BYTES,
-                              TIME_INDEX_ENTRY_BYTES)
+from kraftcore.layout import (BATCH_HEADER_BYTES, INT32_MAX, LOG_OVERHEAD_BYTES,
+                              OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES)
+from kraftcore.limits import LOG_SEGMENT_BYTES_MIN
 
 FSYNC_POLICIES = ("always", "interval", "never")
-INT32_MAX = 0x7FFFFFFF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,8 +23,8 @@ class LogConfig:
     segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms
     segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
     index_interval_bytes: int = 4096  # index.interval.bytes
-    max_batch_bytes: int = 1024 * 1024 + LOG_OVERHEAD_BYTES  # max.message.bytes
-    max_append_bytes: int = 64 * 1024 * 1024  # one append call, all batches together
+    batch_bytes_max: int = 1024 * 1024 + LOG_OVERHEAD_BYTES  # max.message.bytes
+    append_bytes_max: int = 64 * 1024 * 1024  # one append call, all batches together
     fsync: str = "always"  # "always" | "interval" | "never"
     fsync_interval_ms: int = 1000  # with fsync="interval" (flush.ms)
     preallocate: bool = False  # reserve segment_bytes on disk when a segment is created
@@ -47,19 +47,20 @@ class LogConfig:
                     f"{field.name} must be {expected.__name__}, got {type(value).__name__} {value!r}")
         need(self.fsync in FSYNC_POLICIES,
              f"fsync must be one of {', '.join(FSYNC_POLICIES)}, got {self.fsync!r}")
-        need(14 <= self.segment_bytes <= INT32_MAX,
-             f"segment_bytes must be in [14, {INT32_MAX}], got {self.segment_bytes}")
+        need(LOG_SEGMENT_BYTES_MIN <= self.segment_bytes <= INT32_MAX,
+             f"segment_bytes must be in [{LOG_SEGMENT_BYTES_MIN}, {INT32_MAX}], got "
+             f"{self.segment_bytes}")
         need(self.segment_ms > 0, f"segment_ms must be positive, got {self.segment_ms}")
         need(self.segment_index_bytes >= TIME_INDEX_ENTRY_BYTES,
              f"segment_index_bytes must be at least {TIME_INDEX_ENTRY_BYTES}, got "
              f"{self.segment_index_bytes}")
         need(self.index_interval_bytes >= 0,
              f"index_interval_bytes must be >= 0, got {self.index_interval_bytes}")
-        need(BATCH_HEADER_BYTES <= self.max_batch_bytes <= INT32_MAX,
-             f"max_batch_bytes must be in [{BATCH_HEADER_BYTES}, {INT32_MAX}], got "
-             f"{self.max_batch_bytes}")
-        need(self.max_append_bytes >= self.max_batch_bytes,
-             "max_append_bytes must be at least max_batch_bytes")
+        need(BATCH_HEADER_BYTES <= self.batch_bytes_max <= INT32_MAX,
+             f"batch_bytes_max must be in [{BATCH_HEADER_BYTES}, {INT32_MAX}], got "
+             f"{self.batch_bytes_max}")
+        need(self.append_bytes_max >= self.batch_bytes_max,
+             "append_bytes_max must be at least batch_bytes_max")
         need(self.fsync_interval_ms > 0,
              f"fsync_interval_ms must be positive, got {self.fsync_interval_ms}")
         need(self.prefill_bytes >= 0,

@@ -51,14 +51,15 @@ from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOff
                               LogClosedError, LogGapError, LogLockedError,
                               OffsetOutOfRangeError, StorageError)
 from kraftcore.layout import (CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX,
-                              HIGH_WATERMARK_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOCK_FILE,
+                              HIGH_WATERMARK_CHECKPOINT, INT32_MAX, LEADER_EPOCH_CHECKPOINT,
+                              LOCK_FILE,
                               LOG_OVERHEAD_BYTES, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX,
                               OFFSET_AND_LENGTH, RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
                               STAMPED_HEADER, STAMPED_HEADER_BYTES, STRAY_SUFFIX,
                               TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX,
                               BATCH_HEADER_BYTES, file_prefix, parse_prefix)
 from kraftcore.log import checkpoint, fileio, reader
-from kraftcore.log.config import LogConfig, INT32_MAX
+from kraftcore.log.config import LogConfig
 from kraftcore.epochs import LeaderEpochCache
 from kraftcore.log.segment import Segment, misplaced_first_batch, set_aside_names
 from kraftcore.clock import Ticker, wall_clock_ms
@@ -160,7 +161,7 @@ class Log:
         self.path = os.path.abspath(path)
         self.config = config
         # limits worked out once: they are checked on every append
-        self._append_bytes_max = min(config.max_append_bytes, config.segment_bytes)
+        self._append_bytes_max = min(config.append_bytes_max, config.segment_bytes)
         self._index_entries_max = (config.offset_index_entries_max - 1,
                                    config.time_index_entries_max - 2)
         self._clock = clock
@@ -256,7 +257,7 @@ class Log:
         # ---- read: nothing below writes until the log is known to open
         strays = {}
         for base in sorted(bases):
-            first = misplaced_first_batch(self.path, base, self.config.max_batch_bytes)
+            first = misplaced_first_batch(self.path, base, self.config.batch_bytes_max)
             if first is None:
                 self._segments.append(Segment.open(self.path, base, self.config, now))
             else:
@@ -659,13 +660,13 @@ class Log:
         roll = segment.size and self._should_roll(segment, size, now)
         # checked before anything changes: a refused batch does not even roll a segment
         header = segment.stamp_append(data, self._leo, epoch, config.index_interval_bytes,
-                                      config.verify_records, config.max_batch_bytes)
+                                      config.verify_records, config.batch_bytes_max)
         if roll or (header is None and segment.size):
             if header is not None:
                 segment.undo_append()
             segment = self._roll(now)
             header = segment.stamp_append(data, self._leo, epoch, config.index_interval_bytes,
-                                          config.verify_records, config.max_batch_bytes)
+                                          config.verify_records, config.batch_bytes_max)
         if header is None:
             raise InvalidAppendError("the append spans more than 2^31 offsets")
         first = self._leo
@@ -682,10 +683,10 @@ class Log:
         config = self.config
         if size == 0:
             raise InvalidAppendError("nothing to append: no record batches given")
-        if size > config.max_append_bytes:
+        if size > config.append_bytes_max:
             raise InvalidAppendError(
-                f"an append of {size} bytes is above max_append_bytes "
-                f"({config.max_append_bytes})")
+                f"an append of {size} bytes is above append_bytes_max "
+                f"({config.append_bytes_max})")
         if size > config.segment_bytes:
             raise InvalidAppendError(
                 f"an append of {size} bytes cannot fit a segment of segment_bytes "
@@ -734,7 +735,7 @@ class Log:
             segment.offset_of_max_timestamp, segment.last_index_timestamp,
             self._epochs.latest_epoch, expected_offset, assign_offset,
             stamp_epoch, False, verify_records, True, False,
-            config.max_batch_bytes, True)
+            config.batch_bytes_max, True)
 
     def _should_roll(self, segment, incoming_bytes, now):
         """Kafka's `shouldRoll`: the append would pass segment_bytes, the segment is older
@@ -1057,16 +1058,16 @@ class Log:
 
     # ================================================================ reads
 
-    def read(self, offset, max_bytes=1024 * 1024, *, committed=False):
-        """Whole batches starting with the one that holds `offset`, up to `max_bytes` (the
+    def read(self, offset, bytes_max=1024 * 1024, *, committed=False):
+        """Whole batches starting with the one that holds `offset`, up to `bytes_max` (the
         first batch is returned whole even if larger). With `committed`, only batches
         below the high watermark. Reading at the end (or at the HW when `committed`) gives
         an empty result; outside [log start offset, log end offset] raises
         `OffsetOutOfRangeError`."""
-        if not isinstance(offset, int) or not isinstance(max_bytes, int):
-            raise TypeError("offset and max_bytes must be ints")
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        if not isinstance(offset, int) or not isinstance(bytes_max, int):
+            raise TypeError("offset and bytes_max must be ints")
+        if bytes_max < 0:
+            raise ValueError(f"bytes_max must be >= 0, got {bytes_max}")
         with self._lock:
             if self._closed:
                 raise LogClosedError(f"the log in {self.path} is closed")
@@ -1078,7 +1079,7 @@ class Log:
                 index = bisect.bisect_right(self._bases, offset) - 1
                 try:
                     for segment in self._segments[index:]:
-                        view, first, next_offset = segment.read(offset, max_bytes, end)
+                        view, first, next_offset = segment.read(offset, bytes_max, end)
                         if len(view) or segment.next_offset > offset:
                             break
                 except OSError as exc:

@@ -18,6 +18,7 @@ import json
 import os
 
 from kraftcore.layout import QUORUM_STATE_FILE
+from kraftcore.limits import QUORUM_STATE_FILE_BYTES_MAX
 from kraftcore.log import fileio
 from kraftcore.log.checkpoint import CheckpointError
 from kraftcore.protocol.schema import Field as F, adopt, message
@@ -25,8 +26,6 @@ from kraftcore.types import ElectionState
 
 DATA_VERSIONS = (0, 1)
 NO_ID = -1
-# The file is one short line; anything longer is not a quorum-state file.
-FILE_BYTES_MAX = 1 << 20
 
 QuorumStateData = message("QuorumStateData", valid="0-1", flexible="0+", fields=[
     F("ClusterId", "string", versions="0"),
@@ -86,11 +85,11 @@ def read(directory):
     path = os.path.join(directory, QUORUM_STATE_FILE)
     try:
         with open(path, "rb") as f:
-            raw = f.read(FILE_BYTES_MAX + 1)
+            raw = f.read(QUORUM_STATE_FILE_BYTES_MAX + 1)
     except FileNotFoundError:
         return None
-    if len(raw) > FILE_BYTES_MAX:
-        raise CheckpointError(f"{path} is larger than {FILE_BYTES_MAX} bytes")
+    if len(raw) > QUORUM_STATE_FILE_BYTES_MAX:
+        raise CheckpointError(f"{path} is larger than {QUORUM_STATE_FILE_BYTES_MAX} bytes")
     return decode(raw, path)
 
 

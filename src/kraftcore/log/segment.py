@@ -424,9 +424,9 @@ class Segment(codec.SegmentState):
                 f"expected data up to {position + size}", position)
         return data
 
-    def read(self, offset, max_bytes, end_offset):
+    def read(self, offset, bytes_max, end_offset):
         """Whole batches from the one holding `offset`, ending below `end_offset`, at most
-        `max_bytes` unless the first batch alone is larger (it is returned whole: Kafka's
+        `bytes_max` unless the first batch alone is larger (it is returned whole: Kafka's
         "at least one batch" rule). Returns (memoryview of the bytes read, base offset of
         the first batch, next offset after the last); the view is empty when nothing
         qualifies."""
@@ -434,11 +434,11 @@ class Segment(codec.SegmentState):
         if position is None:
             return memoryview(b""), offset, offset
         rest = self.size - position
-        want = min(max(max_bytes, 64), rest)
+        want = min(max(bytes_max, 64), rest)
         while True:
             data = self.read_bytes(position, want)
             start, end, partial, partial_size = codec.locate_batches(
-                data, offset, end_offset, max_bytes)
+                data, offset, end_offset, bytes_max)
             if start < 0 and partial == 0 and partial_size > want and want < rest:
                 want = min(partial_size, rest)
                 continue

@@ -30,17 +30,16 @@ import stat
 import threading
 
 from kraftcore.errors import StorageError
-from kraftcore.layout import (BATCH_HEADER_BYTES, DELETED_SUFFIX, LOG_OVERHEAD_BYTES,
+from kraftcore.layout import (BATCH_HEADER_BYTES, DELETED_SUFFIX, INT32_MAX, INT64_MAX,
+                              LOG_OVERHEAD_BYTES,
                               OFFSET_AND_LENGTH, SNAPSHOT_DELETED_SUFFIX, SNAPSHOT_PART_SUFFIX,
                               SNAPSHOT_SUFFIX, parse_snapshot_name, parse_snapshot_stem,
                               snapshot_stem)
+from kraftcore.limits import SNAPSHOT_FIRST_BATCH_BYTES_MAX
 from kraftcore.log import fileio
 from kraftcore.types import SnapshotId
 
-INT64_MAX = (1 << 63) - 1
-INT32_MAX = (1 << 31) - 1
 READ_ONLY_MODE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH  # 0o444
-_FIRST_BATCH_BYTES_MAX = 8 * 1024 * 1024 + LOG_OVERHEAD_BYTES
 
 
 def _snapshot_id(snapshot_id):
@@ -284,8 +283,8 @@ class SnapshotDirectory:
         with self._lock:
             return list(self._writers)
 
-    def read(self, snapshot_id, position, max_bytes):
-        """Up to `max_bytes` of a snapshot from `position` (not batch aligned); None if there
+    def read(self, snapshot_id, position, bytes_max):
+        """Up to `bytes_max` of a snapshot from `position` (not batch aligned); None if there
         is no such snapshot. A position outside [0, size] is a ValueError."""
         snapshot_id = _snapshot_id(snapshot_id)
         size = self._sizes.get(snapshot_id)
@@ -294,9 +293,9 @@ class SnapshotDirectory:
         if not 0 <= position <= size:
             raise ValueError(f"position {position} is outside snapshot {snapshot_id} "
                              f"of {size} bytes")
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        count = min(max_bytes, size - position)
+        if bytes_max < 0:
+            raise ValueError(f"bytes_max must be >= 0, got {bytes_max}")
+        count = min(bytes_max, size - position)
         if count == 0:
             return b""
         path = self.path_of(snapshot_id)
@@ -338,7 +337,7 @@ class SnapshotDirectory:
         """The bytes of the snapshot's first record batch, as its framing declares them
         (base offset and length, kafka-facts §2.1; nothing else is checked), or None when
         there is no such snapshot or the file does not start with a whole batch of at most
-        `_FIRST_BATCH_BYTES_MAX` bytes."""
+        `limits.SNAPSHOT_FIRST_BATCH_BYTES_MAX` bytes."""
         size = self.size(snapshot_id)
         if size is None:
             return None
@@ -346,7 +345,8 @@ class SnapshotDirectory:
         if len(header) < BATCH_HEADER_BYTES:
             return None
         first_batch_bytes = LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(header)[1]
-        if not BATCH_HEADER_BYTES <= first_batch_bytes <= min(size, _FIRST_BATCH_BYTES_MAX):
+        if not (BATCH_HEADER_BYTES <= first_batch_bytes
+                <= min(size, SNAPSHOT_FIRST_BATCH_BYTES_MAX)):
             return None
         return self.read(snapshot_id, 0, first_batch_bytes)
 

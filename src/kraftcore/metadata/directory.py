@@ -22,14 +22,12 @@ from kraftcore.errors import CorruptRecordError, KraftcoreError, MetadataLoadErr
 from kraftcore.layout import (BATCH_HEADER_BYTES, BOOTSTRAP_CHECKPOINT_FILE,
                               LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX, MAGIC, MAGIC_OFFSET,
                               METADATA_PARTITION_DIR, SNAPSHOT_SUFFIX, parse_segment_name)
+from kraftcore.limits import METADATA_APPLY_BYTES_MAX
 from kraftcore.log import checkpoint, reader
 from kraftcore.log.snapshots import parse_file_name
 from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import load_snapshot
-
-# Committed bytes handed to the loader at a time.
-APPLY_BYTES = 8 * 1024 * 1024
 
 
 class Loaded(NamedTuple):
@@ -195,7 +193,7 @@ def load_directory(path):
             replayed += 1
             expected = batch.last_offset + 1
             last_epoch = batch.epoch
-            if pending_bytes >= APPLY_BYTES:
+            if pending_bytes >= METADATA_APPLY_BYTES_MAX:
                 flush()
     except OSError as exc:
         raise MetadataLoadError(f"cannot read {getattr(exc, 'filename', None) or directory}: "

@@ -12,10 +12,11 @@ Invariants it keeps:
   the End is committed; an AbortTransactionRecord drops them. A published image never holds
   part of a transaction: its `end_offset` stops before an open transaction's Begin;
 * control batches (LeaderChange, ...) move the offsets but change nothing else;
-* a snapshot is due after `snapshot_max_bytes` of committed batches, or `snapshot_interval_ms`
-  after the previous one (0 turns the timer off) — Kafka's defaults are 20 MiB and one hour
-  — and only when the image covers everything consumed (no transaction open), so that the
-  snapshot ends on a batch boundary.
+* a snapshot is due after `snapshot_interval_bytes` of committed batches, or
+  `snapshot_interval_ms` after the previous one (0 turns the timer off) — Kafka's defaults
+  (`metadata.log.max.record.bytes.between.snapshots`, `metadata.log.max.snapshot.interval.ms`)
+  are 20 MiB and one hour — and only when the image covers everything consumed (no
+  transaction open), so that the snapshot ends on a batch boundary.
 """
 
 from kraftcore import codec
@@ -25,10 +26,12 @@ from kraftcore.metadata.delta import MetadataDelta
 from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata.snapshot import encode_snapshot, load_snapshot
 
-__all__ = ["MetadataLoader", "SNAPSHOT_MAX_BYTES", "SNAPSHOT_INTERVAL_MS"]
+__all__ = ["MetadataLoader", "SNAPSHOT_INTERVAL_BYTES_DEFAULT", "SNAPSHOT_INTERVAL_MS_DEFAULT"]
 
-SNAPSHOT_MAX_BYTES = 20 * 1024 * 1024
-SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
+# Kafka's defaults of metadata.log.max.record.bytes.between.snapshots and
+# metadata.log.max.snapshot.interval.ms (kafka-facts §4.6).
+SNAPSHOT_INTERVAL_BYTES_DEFAULT = 20 * 1024 * 1024
+SNAPSHOT_INTERVAL_MS_DEFAULT = 60 * 60 * 1000
 
 _BEGIN = R.BeginTransactionRecord
 _END = R.EndTransactionRecord
@@ -44,14 +47,16 @@ _NOOP_VALUES = frozenset(R.encode_values([_NOOP()], version)[0]
 
 
 class MetadataLoader:
-    def __init__(self, *, image=EMPTY_IMAGE, snapshot_max_bytes=SNAPSHOT_MAX_BYTES,
-                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS, now_ms=0):
-        if snapshot_max_bytes < 1:
-            raise ValueError(f"snapshot_max_bytes must be positive, not {snapshot_max_bytes}")
+    def __init__(self, *, image=EMPTY_IMAGE,
+                 snapshot_interval_bytes=SNAPSHOT_INTERVAL_BYTES_DEFAULT,
+                 snapshot_interval_ms=SNAPSHOT_INTERVAL_MS_DEFAULT, now_ms=0):
+        if snapshot_interval_bytes < 1:
+            raise ValueError(f"snapshot_interval_bytes must be positive, not "
+                             f"{snapshot_interval_bytes}")
         if snapshot_interval_ms < 0:
             raise ValueError(f"snapshot_interval_ms must be >= 0, not {snapshot_interval_ms}")
         self.image = image
-        self.snapshot_max_bytes = snapshot_max_bytes
+        self.snapshot_interval_bytes = snapshot_interval_bytes
         self.snapshot_interval_ms = snapshot_interval_ms
         # The offset after the last batch consumed (>= image.end_offset).
         self.next_offset = image.end_offset
@@ -193,7 +198,7 @@ class MetadataLoader:
             return False
         if self.image.end_offset <= 0:
             return False
-        if self.bytes_since_snapshot >= self.snapshot_max_bytes:
+        if self.bytes_since_snapshot >= self.snapshot_interval_bytes:
             return True
         return (self.snapshot_interval_ms > 0 and self.bytes_since_snapshot > 0
                 and now_ms - self.last_snapshot_ms >= self.snapshot_interval_ms)

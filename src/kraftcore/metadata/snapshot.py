@@ -6,7 +6,7 @@ start at 0 and whose partitionLeaderEpoch is the snapshot's epoch:
 
 1. a control batch holding a SnapshotHeaderRecord (version 0, the image's timestamp);
 2. data batches of metadata records, each value framed as §5.1, at most
-   `batch_bytes` of values per batch;
+   `batch_bytes_max` of values per batch;
 3. a control batch holding a SnapshotFooterRecord (version 0).
 
 The records describe the whole image, in an order that replays on an empty image:
@@ -23,6 +23,7 @@ Encoding and decoding of the records run in the codec kernel (`encode_values`,
 
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, MetadataError, ProtocolError
+from kraftcore.limits import METADATA_SNAPSHOT_BATCH_BYTES_MAX
 from kraftcore.metadata import records as R
 from kraftcore.raft.control import (
     SNAPSHOT_FOOTER, SNAPSHOT_HEADER, SnapshotFooterRecord, SnapshotHeaderRecord,
@@ -31,10 +32,7 @@ from kraftcore.metadata.delta import MetadataDelta
 from kraftcore.metadata.image import EMPTY_IMAGE, METADATA_VERSION
 
 __all__ = ["image_records", "encode_snapshot", "decode_snapshot", "load_snapshot",
-           "record_versions", "SNAPSHOT_BATCH_BYTES"]
-
-SNAPSHOT_BATCH_BYTES = 1024 * 1024
-"""The most bytes of record values the writer puts in one data batch."""
+           "record_versions"]
 
 # metadata.version assumed for an image that does not name one (3.0-IV1, the first KRaft
 # level, kafka-facts §5.4).
@@ -99,16 +97,17 @@ def _quota_order(item):
     return [(t, "" if n is None else n, n is None) for t, n in item[0]]
 
 
-def encode_snapshot(image, *, timestamp_ms=None, batch_bytes=SNAPSHOT_BATCH_BYTES):
+def encode_snapshot(image, *, timestamp_ms=None,
+                    batch_bytes_max=METADATA_SNAPSHOT_BATCH_BYTES_MAX):
     """The bytes of a snapshot of `image` (its epoch stamps every batch). `timestamp_ms`
     defaults to the image's."""
-    if batch_bytes < 1:
-        raise ValueError(f"batch_bytes must be positive, not {batch_bytes}")
+    if batch_bytes_max < 1:
+        raise ValueError(f"batch_bytes_max must be positive, not {batch_bytes_max}")
     with R.cyclic_gc_paused():
-        return _encode_snapshot(image, timestamp_ms, batch_bytes)
+        return _encode_snapshot(image, timestamp_ms, batch_bytes_max)
 
 
-def _encode_snapshot(image, timestamp_ms, batch_bytes):
+def _encode_snapshot(image, timestamp_ms, batch_bytes_max):
     epoch = max(image.epoch, 0)
     timestamp = image.timestamp_ms if timestamp_ms is None else timestamp_ms
     records = image_records(image)
@@ -120,7 +119,7 @@ def _encode_snapshot(image, timestamp_ms, batch_bytes):
     start = 0
     size = 0
     for i, value in enumerate(values):
-        if size and size + len(value) > batch_bytes:
+        if size and size + len(value) > batch_bytes_max:
             parts.append(codec.encode_batch(values[start:i], timestamp=timestamp,
                                             base_offset=offset, leader_epoch=epoch))
             offset += i - start

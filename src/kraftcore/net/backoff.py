@@ -14,29 +14,30 @@ This module owns no clock and no socket: it only computes delays.
 import random
 
 # Kafka's client defaults: reconnect.backoff.ms, reconnect.backoff.max.ms, and the jitter
-# of its ExponentialBackoff (CommonClientConfigs.RECONNECT_BACKOFF_JITTER = 0.2).
-RECONNECT_BACKOFF_MS = 50
-RECONNECT_BACKOFF_MAX_MS = 1000
-RECONNECT_BACKOFF_JITTER = 0.2
+# of its ExponentialBackoff (CommonClientConfigs.RECONNECT_BACKOFF_JITTER_DEFAULT = 0.2).
+RECONNECT_BACKOFF_MS_DEFAULT = 50
+RECONNECT_BACKOFF_MS_MAX_DEFAULT = 1000
+RECONNECT_BACKOFF_JITTER_DEFAULT = 0.2
 
 
 class Backoff:
     """Exponential backoff with jitter: `delay_ms(failures)` for `failures` >= 1 consecutive
-    failures lies in [d * (1 - jitter), d * (1 + jitter)] where d = min(max_ms,
+    failures lies in [d * (1 - jitter), d * (1 + jitter)] where d = min(ms_max,
     base_ms * 2^(failures - 1)); `delay_ms(0)` is 0. Each call draws once from `rng`."""
 
-    __slots__ = ("base_ms", "max_ms", "jitter", "_rng")
+    __slots__ = ("base_ms", "ms_max", "jitter", "_rng")
 
-    def __init__(self, base_ms=RECONNECT_BACKOFF_MS, max_ms=RECONNECT_BACKOFF_MAX_MS,
-                 jitter=RECONNECT_BACKOFF_JITTER, rng=None):
+    def __init__(self, base_ms=RECONNECT_BACKOFF_MS_DEFAULT,
+                 ms_max=RECONNECT_BACKOFF_MS_MAX_DEFAULT,
+                 jitter=RECONNECT_BACKOFF_JITTER_DEFAULT, rng=None):
         if not base_ms >= 0:
             raise ValueError(f"base_ms must be >= 0, not {base_ms!r}")
-        if not max_ms >= base_ms:
-            raise ValueError(f"max_ms must be >= base_ms ({base_ms}), not {max_ms!r}")
+        if not ms_max >= base_ms:
+            raise ValueError(f"ms_max must be >= base_ms ({base_ms}), not {ms_max!r}")
         if not 0 <= jitter < 1:
             raise ValueError(f"jitter must be in [0, 1), not {jitter!r}")
         self.base_ms = base_ms
-        self.max_ms = max_ms
+        self.ms_max = ms_max
         self.jitter = jitter
         self._rng = rng if rng is not None else random.Random()
 
@@ -45,7 +46,7 @@ class Backoff:
         if failures <= 0:
             return 0.0
         # 2^64 is far past any cap; bounding the exponent keeps the float finite.
-        delay = min(float(self.max_ms), self.base_ms * 2.0 ** min(failures - 1, 64))
+        delay = min(float(self.ms_max), self.base_ms * 2.0 ** min(failures - 1, 64))
         if self.jitter:
             delay *= self._rng.uniform(1.0 - self.jitter, 1.0 + self.jitter)
         return delay

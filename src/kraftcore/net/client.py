@@ -7,14 +7,14 @@ response header v0 or v1 (ApiVersions always v0), and a body (kafka-facts §6.1)
 
 Invariants:
 
-* At most `max_inflight` requests are written and unanswered at once. Later requests wait
+* At most `inflight_max` requests are written and unanswered at once. Later requests wait
   in one FIFO line, so they go out in the order they were submitted. Awaiting callers of
   `send` wait there in person (backpressure). Callbacks handed over with `send_nowait`
-  wait there too, but at most `max_queued` of them; past that they fail at once with
+  wait there too, but at most `queued_max` of them; past that they fail at once with
   `RequestQueueFullError`.
 * Kafka answers in request order on a connection, so the response at the head of the
   stream belongs to the oldest request in flight. Its correlation id must match; a
-  mismatch, a response to nothing, a frame above `max_frame_bytes`, or a body that does
+  mismatch, a response to nothing, a frame above `frame_bytes_max`, or a body that does
   not decode breaks the stream, and the connection is closed.
 * Every request ends exactly once: with its response or with an error (ConnectError,
   ConnectionClosedError, RequestTimeoutError, RequestQueueFullError, or the encode error of
@@ -52,8 +52,8 @@ from kraftcore.protocol.messages import ApiVersionsRequest
 log = logging.getLogger("kraftcore.net")
 
 # Kafka's client defaults: request.timeout.ms and socket.connection.setup.timeout.ms.
-REQUEST_TIMEOUT_MS = 30_000
-CONNECT_TIMEOUT_MS = 10_000
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
+CONNECT_TIMEOUT_MS_DEFAULT = 10_000
 CLIENT_ID = "kraftcore"
 
 _INT32 = struct.Struct(">i")
@@ -148,9 +148,9 @@ class Connection:
     the peer cannot be reached. Options:
 
     * `client_id`: the request header's client id.
-    * `max_inflight`: requests written and unanswered at once.
-    * `max_queued`: `send_nowait` requests allowed to wait for their turn.
-    * `max_frame_bytes`: the largest response frame accepted; a larger one closes the
+    * `inflight_max`: requests written and unanswered at once.
+    * `queued_max`: `send_nowait` requests allowed to wait for their turn.
+    * `frame_bytes_max`: the largest response frame accepted; a larger one closes the
       connection.
     * `connect_timeout_ms`, `request_timeout_ms`: the defaults of the connect and of each
       request (a request may pass its own `timeout_ms`).
@@ -161,14 +161,14 @@ class Connection:
     """
 
     def __init__(self, host, port, *, client_id=CLIENT_ID,
-                 max_inflight=limits.NET_INFLIGHT_REQUESTS_MAX,
-                 max_queued=limits.NET_QUEUED_REQUESTS_MAX,
-                 max_frame_bytes=limits.FRAME_BYTES_MAX,
-                 connect_timeout_ms=CONNECT_TIMEOUT_MS,
-                 request_timeout_ms=REQUEST_TIMEOUT_MS,
+                 inflight_max=limits.NET_INFLIGHT_REQUESTS_MAX,
+                 queued_max=limits.NET_QUEUED_REQUESTS_MAX,
+                 frame_bytes_max=limits.FRAME_BYTES_MAX,
+                 connect_timeout_ms=CONNECT_TIMEOUT_MS_DEFAULT,
+                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
                  negotiate_versions=False, on_close=None):
-        _check_positive("max_inflight", max_inflight)
-        _check_positive("max_queued", max_queued)
+        _check_positive("inflight_max", inflight_max)
+        _check_positive("queued_max", queued_max)
         _check_positive("connect_timeout_ms", connect_timeout_ms)
         _check_positive("request_timeout_ms", request_timeout_ms)
         self._loop = asyncio.get_running_loop()
@@ -176,14 +176,14 @@ class Connection:
         self.port = port
         self.address = (host, port)
         self.client_id = client_id
-        self.max_inflight = max_inflight
-        self.max_queued = max_queued
+        self.inflight_max = inflight_max
+        self.queued_max = queued_max
         self.connect_timeout_ms = connect_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.negotiate_versions = negotiate_versions
         self.api_versions = None  # API key -> (min, max) the peer advertised, once negotiated
         self.responses_received = 0
-        self._decoder = framing.FrameDecoder(max_frame_bytes)
+        self._decoder = framing.FrameDecoder(frame_bytes_max)
         self._on_close = on_close
         self._state = _CONNECTING
         self._transport = None
@@ -406,10 +406,10 @@ class Connection:
                 f"longer than the request's {timeout_ms} ms timeout{reason}", self.address))
             return req
         ready = state is _OPEN and not self._queued_count \
-            and len(self._inflight) < self.max_inflight
-        if not ready and bounded and self._queued_bounded >= self.max_queued:
+            and len(self._inflight) < self.inflight_max
+        if not ready and bounded and self._queued_bounded >= self.queued_max:
             self._fail_soon(req, RequestQueueFullError(
-                f"{self.max_queued} requests already wait to be sent on the {self._where()} "
+                f"{self.queued_max} requests already wait to be sent on the {self._where()} "
                 f"({len(self._inflight)} in flight); {req.describe()} was not sent: send "
                 "less often or wait for responses", self.address))
             return req
@@ -445,7 +445,7 @@ class Connection:
         """Move waiting requests into free in-flight slots."""
         queue = self._queue
         inflight = self._inflight
-        while queue and len(inflight) < self.max_inflight and self._state is _OPEN:
+        while queue and len(inflight) < self.inflight_max and self._state is _OPEN:
             req = queue.popleft()
             if req.state is not _QUEUED:
                 continue  # timed out or cancelled while waiting
@@ -511,7 +511,7 @@ class Connection:
     # deadline with the timer's. When the timer fires, the live requests are scanned for the
     # expired ones and the timer is set again at the earliest deadline left. With equal
     # timeouts that happens about once per timeout, and a scan is at most
-    # max_inflight + the queue long.
+    # inflight_max + the queue long.
 
     def _set_deadline(self, req, deadline):
         req.deadline = deadline

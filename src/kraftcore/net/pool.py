@@ -28,12 +28,13 @@ import logging
 from kraftcore import limits
 from kraftcore.errors import ConnectionClosedError, UnknownPeerError
 from kraftcore.net.backoff import (
-    RECONNECT_BACKOFF_JITTER,
-    RECONNECT_BACKOFF_MAX_MS,
-    RECONNECT_BACKOFF_MS,
+    RECONNECT_BACKOFF_JITTER_DEFAULT,
+    RECONNECT_BACKOFF_MS_MAX_DEFAULT,
+    RECONNECT_BACKOFF_MS_DEFAULT,
     Backoff,
 )
-from kraftcore.net.client import CLIENT_ID, CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, Connection
+from kraftcore.net.client import (CLIENT_ID, CONNECT_TIMEOUT_MS_DEFAULT, REQUEST_TIMEOUT_MS_DEFAULT,
+                                  Connection)
 
 log = logging.getLogger("kraftcore.net")
 
@@ -54,24 +55,26 @@ class PeerPool:
     """Connections to other nodes by node id (see the module docstring for the rules).
 
     Options: `rng` (a `random.Random` for the backoff jitter; default: an unseeded one),
-    `backoff_base_ms`, `backoff_max_ms`, `backoff_jitter` (Kafka's reconnect.backoff.ms,
+    `backoff_base_ms`, `backoff_ms_max`, `backoff_jitter` (Kafka's reconnect.backoff.ms,
     reconnect.backoff.max.ms and 0.2), and, per peer connection, `client_id`,
-    `connect_timeout_ms`, `request_timeout_ms`, `max_inflight_per_peer`,
-    `max_queued_per_peer`, `max_frame_bytes`, `negotiate_versions` (see `Connection`).
+    `connect_timeout_ms`, `request_timeout_ms`, `inflight_per_peer_max`,
+    `queued_per_peer_max`, `frame_bytes_max`, `negotiate_versions` (see `Connection`).
     """
 
     def __init__(self, *, rng=None, client_id=CLIENT_ID,
-                 backoff_base_ms=RECONNECT_BACKOFF_MS, backoff_max_ms=RECONNECT_BACKOFF_MAX_MS,
-                 backoff_jitter=RECONNECT_BACKOFF_JITTER,
-                 connect_timeout_ms=CONNECT_TIMEOUT_MS, request_timeout_ms=REQUEST_TIMEOUT_MS,
-                 max_inflight_per_peer=limits.NET_INFLIGHT_REQUESTS_MAX,
-                 max_queued_per_peer=limits.NET_QUEUED_REQUESTS_MAX,
-                 max_frame_bytes=limits.FRAME_BYTES_MAX, negotiate_versions=False):
-        self._backoff = Backoff(backoff_base_ms, backoff_max_ms, backoff_jitter, rng)
+                 backoff_base_ms=RECONNECT_BACKOFF_MS_DEFAULT,
+                 backoff_ms_max=RECONNECT_BACKOFF_MS_MAX_DEFAULT,
+                 backoff_jitter=RECONNECT_BACKOFF_JITTER_DEFAULT,
+                 connect_timeout_ms=CONNECT_TIMEOUT_MS_DEFAULT,
+                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
+                 inflight_per_peer_max=limits.NET_INFLIGHT_REQUESTS_MAX,
+                 queued_per_peer_max=limits.NET_QUEUED_REQUESTS_MAX,
+                 frame_bytes_max=limits.FRAME_BYTES_MAX, negotiate_versions=False):
+        self._backoff = Backoff(backoff_base_ms, backoff_ms_max, backoff_jitter, rng)
         self._options = dict(client_id=client_id, connect_timeout_ms=connect_timeout_ms,
                              request_timeout_ms=request_timeout_ms,
-                             max_inflight=max_inflight_per_peer,
-                             max_queued=max_queued_per_peer, max_frame_bytes=max_frame_bytes,
+                             inflight_max=inflight_per_peer_max,
+                             queued_max=queued_per_peer_max, frame_bytes_max=frame_bytes_max,
                              negotiate_versions=negotiate_versions)
         self._peers = {}
         self._connections = set()  # every connection not yet fully closed

@@ -12,7 +12,7 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   requests answered inline included: a request is in flight from the moment it is taken up
   until its response is handed to the socket, and a response produced inline is handed
   over at the end of the event-loop turn that produced it. So at most
-  `max_inflight_per_connection` requests of one connection are taken up per turn, and at
+  `inflight_per_connection_max` requests of one connection are taken up per turn, and at
   most `limits.NET_SERVER_READ_BYTES_MAX` bytes are read from it per turn: a connection
   that pipelines thousands of requests in one read gets them handled over many turns, and
   the other connections (the quorum's among them) get their turn in between.
@@ -39,8 +39,8 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   that read it reserves the rest or queues the connection, which is then the head of the
   queue, and stays the head until it gets its room. So the head waits only for bytes of
   kinds (a) and (b), which come back without anyone getting room, and for its own; with
-  those back it holds its frame (at most `max_frame_bytes` + 4) and its guaranteed bytes,
-  which fit a budget of at least `max_frame_bytes`. The queue is served in order, so every
+  those back it holds its frame (at most `frame_bytes_max` + 4) and its guaranteed bytes,
+  which fit a budget of at least `frame_bytes_max`. The queue is served in order, so every
   waiting connection becomes the head in its turn and gets its room. (Counting a partial
   frame only once the frames ahead of it are taken up would break this: a connection
   could hold part of a frame beyond its guaranteed bytes and queue behind a head that
@@ -52,16 +52,16 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   connection, for as long as it stays connected). Any byte restarts the count, so a large
   frame that keeps arriving, however slowly, is read to its end. The sweep below checks it
   (whenever the memory has a limit); a read only bumps a counter.
-* Connection limits: at most `max_connections` open connections, at most
-  `max_connections_per_ip` from one address; a connection beyond either is closed as soon as
+* Connection limits: at most `connections_max` open connections, at most
+  `connections_per_ip_max` from one address; a connection beyond either is closed as soon as
   it is accepted, and the open ones keep working. Refusals are logged at most once per
   `limits.NET_REFUSAL_LOG_INTERVAL_MS`, with a count of the ones not logged.
-* Idle connections: with `connections_max_idle_ms`, a connection on which no request was
+* Idle connections: with `connections_idle_ms_max`, a connection on which no request was
   taken up for that long, and which has no request being handled, is closed. One periodic
   sweep per listener checks every connection (for idleness and for stalled reservations);
   a request only bumps a counter.
 * A connection whose bytes break the protocol is closed alone; the listener and every
-  other connection keep going. That covers a frame size outside [0, max_frame_bytes], a
+  other connection keep going. That covers a frame size outside [0, frame_bytes_max], a
   header or body that does not decode, an API key this listener does not serve, an API
   version it does not know, and a handler that raises or returns something that is not a
   response to the request. One log line says which connection and why (with the traceback
@@ -98,15 +98,10 @@ from kraftcore.protocol.schema import Message
 log = logging.getLogger("kraftcore.net")
 
 _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
-# Responses produced in one go (one read's worth of requests) are written together, but no
-# more than this many bytes are held back: past it they are written at once, so that a full
-# send buffer pauses the connection before the next request is handled.
-_CORK_BYTES = 64 * 1024
+_CORK_BYTES = limits.NET_SERVER_CORK_BYTES_MAX
 _READ_BYTES = limits.NET_SERVER_READ_BYTES_MAX
 _GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES
-# A frame at least this big that fills the connection's buffer exactly is handed to the
-# decoder without being copied out of it.
-_HANDOVER_BYTES = 64 * 1024
+_HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN
 _SIZE = struct.Struct(">i")
 _size_at = _SIZE.unpack_from
 
@@ -138,27 +133,27 @@ def _check_optional(name, value, minimum):
 class RequestMemory:
     """The bytes of requests read and not yet answered (partial frames included, each
     counted at its declared size), shared by the listeners given it: a node's
-    `queued.max.request.bytes`. `max_bytes` None counts without a limit.
+    `queued.max.request.bytes`. `bytes_max` None counts without a limit.
 
     `used_bytes` is everything the connections hold. The limit applies to what each holds
     beyond its `limits.NET_CONNECTION_GUARANTEED_BYTES`, so `used_bytes` stays below
-    `max_bytes` + those bytes per connection, and a frame of up to `max_bytes` always fits
+    `bytes_max` + those bytes per connection, and a frame of up to `bytes_max` always fits
     once the others have given theirs back (the guaranteed bytes of connections that wait
     do not stand in its way). Connections that wait for room are served first come, first
     served; the module docstring gives the rules and why no two of them wait for each
     other."""
 
-    def __init__(self, max_bytes=None):
-        _check_optional("max_bytes", max_bytes, 1)
-        self.max_bytes = max_bytes
-        self._max = sys.maxsize if max_bytes is None else max_bytes
+    def __init__(self, bytes_max=None):
+        _check_optional("bytes_max", bytes_max, 1)
+        self.bytes_max = bytes_max
+        self._max = sys.maxsize if bytes_max is None else bytes_max
         self.used_bytes = 0
         self._pooled = 0  # the sum of _pooled(held) over the connections: kept <= _max
         self._waiting = collections.deque()  # connections waiting for room, oldest first
         self._wake_scheduled = False
 
     def __repr__(self):
-        return (f"<RequestMemory {self.used_bytes} of {self.max_bytes} bytes, "
+        return (f"<RequestMemory {self.used_bytes} of {self.bytes_max} bytes, "
                 f"{self.waiting_count} waiting>")
 
     @property
@@ -209,23 +204,23 @@ class RequestMemory:
 class Listener:
     """A listening socket and its connections. Start one with `await Listener.start(...)`."""
 
-    def __init__(self, handler, *, max_frame_bytes, max_inflight_per_connection,
-                 max_connections, max_connections_per_ip, connections_max_idle_ms, memory,
+    def __init__(self, handler, *, frame_bytes_max, inflight_per_connection_max,
+                 connections_max, connections_per_ip_max, connections_idle_ms_max, memory,
                  api_keys, handle_api_versions, name):
-        _check_positive("max_frame_bytes", max_frame_bytes)
-        _check_positive("max_inflight_per_connection", max_inflight_per_connection)
-        _check_positive("max_connections", max_connections)
-        _check_optional("max_connections_per_ip", max_connections_per_ip, 1)
-        _check_optional("connections_max_idle_ms", connections_max_idle_ms, 0)
+        _check_positive("frame_bytes_max", frame_bytes_max)
+        _check_positive("inflight_per_connection_max", inflight_per_connection_max)
+        _check_positive("connections_max", connections_max)
+        _check_optional("connections_per_ip_max", connections_per_ip_max, 1)
+        _check_optional("connections_idle_ms_max", connections_idle_ms_max, 0)
         if memory is None:
-            memory = RequestMemory(max_frame_bytes)
+            memory = RequestMemory(frame_bytes_max)
         elif not isinstance(memory, RequestMemory):
             raise TypeError(f"memory must be a RequestMemory, not {type(memory).__name__}")
-        if memory.max_bytes is not None and memory.max_bytes < max_frame_bytes:
-            raise ValueError(f"the request memory ({memory.max_bytes} bytes) must hold at "
-                             f"least one frame of max_frame_bytes ({max_frame_bytes}), or a "
+        if memory.bytes_max is not None and memory.bytes_max < frame_bytes_max:
+            raise ValueError(f"the request memory ({memory.bytes_max} bytes) must hold at "
+                             f"least one frame of frame_bytes_max ({frame_bytes_max}), or a "
                              "request of that size could never be read; raise it or lower "
-                             "max_frame_bytes")
+                             "frame_bytes_max")
         if api_keys is None:
             served = dict(API_BY_KEY)
         else:
@@ -238,11 +233,11 @@ class Listener:
             served[_API_VERSIONS_KEY] = API_BY_KEY[_API_VERSIONS_KEY]
         self.handler = handler
         self.name = name
-        self.max_frame_bytes = max_frame_bytes
-        self.max_inflight_per_connection = max_inflight_per_connection
-        self.max_connections = max_connections
-        self.max_connections_per_ip = max_connections_per_ip
-        self.connections_max_idle_ms = connections_max_idle_ms
+        self.frame_bytes_max = frame_bytes_max
+        self.inflight_per_connection_max = inflight_per_connection_max
+        self.connections_max = connections_max
+        self.connections_per_ip_max = connections_per_ip_max
+        self.connections_idle_ms_max = connections_idle_ms_max
         self.memory = memory
         self.handle_api_versions = handle_api_versions
         self.host = None
@@ -267,21 +262,21 @@ class Listener:
         self._refusals_unlogged = 0
 
     @classmethod
-    async def start(cls, host, port, handler, *, max_frame_bytes=limits.FRAME_BYTES_MAX,
-                    max_inflight_per_connection=limits.NET_SERVER_INFLIGHT_REQUESTS_MAX,
-                    max_connections=limits.NET_LISTENER_CONNECTIONS_MAX,
-                    max_connections_per_ip=None, connections_max_idle_ms=None, memory=None,
+    async def start(cls, host, port, handler, *, frame_bytes_max=limits.FRAME_BYTES_MAX,
+                    inflight_per_connection_max=limits.NET_SERVER_INFLIGHT_REQUESTS_MAX,
+                    connections_max=limits.NET_LISTENER_CONNECTIONS_MAX,
+                    connections_per_ip_max=None, connections_idle_ms_max=None, memory=None,
                     api_keys=None, handle_api_versions=True, name="kraftcore"):
         """Listen on `host`:`port` (port 0: a free port, see `.port`). `api_keys` limits the
         APIs served and advertised (default: every API kraftcore implements; ApiVersions is
-        always served). `max_connections_per_ip` and `connections_max_idle_ms` None: no
+        always served). `connections_per_ip_max` and `connections_idle_ms_max` None: no
         limit. `memory`: a `RequestMemory` shared with other listeners (default: one of this
-        listener's own, of `max_frame_bytes`). `name` prefixes the log lines."""
-        self = cls(handler, max_frame_bytes=max_frame_bytes,
-                   max_inflight_per_connection=max_inflight_per_connection,
-                   max_connections=max_connections,
-                   max_connections_per_ip=max_connections_per_ip,
-                   connections_max_idle_ms=connections_max_idle_ms, memory=memory,
+        listener's own, of `frame_bytes_max`). `name` prefixes the log lines."""
+        self = cls(handler, frame_bytes_max=frame_bytes_max,
+                   inflight_per_connection_max=inflight_per_connection_max,
+                   connections_max=connections_max,
+                   connections_per_ip_max=connections_per_ip_max,
+                   connections_idle_ms_max=connections_idle_ms_max, memory=memory,
                    api_keys=api_keys, handle_api_versions=handle_api_versions, name=name)
         loop = asyncio.get_running_loop()
         try:
@@ -291,7 +286,7 @@ class Listener:
                               f"{exc.strerror or exc}; choose another port or stop the "
                               "process that holds this one", (host, port)) from exc
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
-        if connections_max_idle_ms is not None or self.memory.max_bytes is not None:
+        if connections_idle_ms_max is not None or self.memory.bytes_max is not None:
             self._schedule_sweep()
         return self
 
@@ -333,14 +328,14 @@ class Listener:
         if self._closing:
             return False
         host = conn.peer[0]
-        if len(self._connections) >= self.max_connections:
+        if len(self._connections) >= self.connections_max:
             self._log_refusal(conn.peer, f"already {len(self._connections)} connections open "
-                                         "(max_connections)")
+                                         "(connections_max)")
             return False
         count = self._per_ip.get(host, 0)
-        if self.max_connections_per_ip is not None and count >= self.max_connections_per_ip:
+        if self.connections_per_ip_max is not None and count >= self.connections_per_ip_max:
             self._log_refusal(conn.peer, f"already {count} connections from {host} "
-                                         "(max_connections_per_ip)")
+                                         "(connections_per_ip_max)")
             return False
         self._per_ip[host] = count + 1
         self._connections.add(conn)
@@ -376,9 +371,9 @@ class Listener:
         """The next sweep in an eighth of the shortest bound it checks: the idle timeout,
         and (with a request memory limit) the stall bound of reserved frames."""
         bounds_ms = []
-        if self.connections_max_idle_ms is not None:
-            bounds_ms.append(self.connections_max_idle_ms)
-        if self.memory.max_bytes is not None:
+        if self.connections_idle_ms_max is not None:
+            bounds_ms.append(self.connections_idle_ms_max)
+        if self.memory.bytes_max is not None:
             bounds_ms.append(self._stall_ms)
         interval_ms = min(max(min(bounds_ms) // 8, limits.NET_IDLE_SWEEP_INTERVAL_MS_MIN),
                           limits.NET_IDLE_SWEEP_INTERVAL_MS_MAX)
@@ -386,7 +381,7 @@ class Listener:
                                                                     self._sweep)
 
     def _sweep(self):
-        """Close the connections without a request since `connections_max_idle_ms`, and
+        """Close the connections without a request since `connections_idle_ms_max`, and
         those that hold the reserved rest of a frame beyond their guaranteed bytes, have no
         request being handled and read no byte for `limits.NET_PARTIAL_FRAME_STALL_MS`. A
         connection that took up a request (or read a byte) since the last sweep, or is not
@@ -395,9 +390,9 @@ class Listener:
         if self._closing:
             return
         now = asyncio.get_running_loop().time()
-        idle_ms = self.connections_max_idle_ms
+        idle_ms = self.connections_idle_ms_max
         idle_s = None if idle_ms is None else idle_ms / 1000
-        stall_s = None if self.memory.max_bytes is None else self._stall_ms / 1000
+        stall_s = None if self.memory.bytes_max is None else self._stall_ms / 1000
         expired = []
         stalled = []
         for conn in self._connections:
@@ -418,7 +413,7 @@ class Listener:
                     conn._stalled_since = now
         if expired:
             log.info("%s: closing %d connection(s) with no request for %d ms "
-                     "(connections_max_idle_ms): %s", self.name, len(expired), idle_ms,
+                     "(connections_idle_ms_max): %s", self.name, len(expired), idle_ms,
                      _peers(expired))
             for conn in expired:
                 conn.abort()
@@ -592,8 +587,8 @@ class _ServerConnection(asyncio.BufferedProtocol):
         """Take up the whole frames of `buf[pos:end]` while the in-flight limit allows; the
         position of the first byte not taken up. `charged`: whether the frames are counted
         in the request memory already."""
-        max_frame = self._listener.max_frame_bytes
-        limit = self._listener.max_inflight_per_connection
+        max_frame = self._listener.frame_bytes_max
+        limit = self._listener.inflight_per_connection_max
         slots = self._slots
         while end - pos >= 4:
             size = _size_at(buf, pos)[0]
@@ -617,7 +612,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
         """Where the last frame of `data` that is not whole begins, from `pos` (a frame's
         start) on: the frames before it are whole and their sizes checked. Walks each
         frame of `_in` once: `_tail` remembers how far it got."""
-        max_frame = self._listener.max_frame_bytes
+        max_frame = self._listener.frame_bytes_max
         end = len(data)
         while end - pos >= 4:
             size = _size_at(data, pos)[0]
@@ -656,7 +651,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
 
     def _busy(self):
         return self._writing_paused or \
-            len(self._slots) + self._inline >= self._listener.max_inflight_per_connection
+            len(self._slots) + self._inline >= self._listener.inflight_per_connection_max
 
     def _settle(self):
         """After input was read or taken up: count the whole size of a partial frame whose

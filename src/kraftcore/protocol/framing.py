@@ -163,14 +163,14 @@ class FrameDecoder:
     """Splits a byte stream into frames: `feed(data)` returns the whole frames (payloads
     without their size prefix, as bytes) completed by `data`; a partial frame waits for more.
 
-    A negative size or one above `max_frame_bytes` raises `ProtocolError` naming the stream
+    A negative size or one above `frame_bytes_max` raises `ProtocolError` naming the stream
     position; the stream cannot be resynchronised after that, so every later `feed` raises
     too (close the connection)."""
 
-    def __init__(self, max_frame_bytes=limits.FRAME_BYTES_MAX):
-        if not 0 < max_frame_bytes <= 0x7FFFFFFF:
-            raise ValueError(f"max_frame_bytes must be in [1, 2^31 - 1], not {max_frame_bytes}")
-        self.max_frame_bytes = max_frame_bytes
+    def __init__(self, frame_bytes_max=limits.FRAME_BYTES_MAX):
+        if not 0 < frame_bytes_max <= 0x7FFFFFFF:
+            raise ValueError(f"frame_bytes_max must be in [1, 2^31 - 1], not {frame_bytes_max}")
+        self.frame_bytes_max = frame_bytes_max
         self._buffer = bytearray()
         self._consumed = 0  # stream bytes before _buffer[0]
         self._error = None
@@ -189,8 +189,8 @@ class FrameDecoder:
         pos = 0
         while len(buf) - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame_bytes:
-                self._error = (f"frame size {size} is outside [0, {self.max_frame_bytes}]",
+            if size < 0 or size > self.frame_bytes_max:
+                self._error = (f"frame size {size} is outside [0, {self.frame_bytes_max}]",
                                self._consumed + pos)
                 raise ProtocolError(*self._error)
             if len(buf) - pos - 4 < size:

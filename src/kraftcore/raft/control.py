@@ -46,7 +46,6 @@ CONTROL_TYPE_NAMES = {
 _TYPE_BY_NAME = {name: type_id for type_id, name in CONTROL_TYPE_NAMES.items()}
 
 CONTROL_KEY_VERSION = 0
-CONTROL_KEY_BYTES = 4
 _KEY = struct.Struct(">hh")
 _MARKER = struct.Struct(">hi")
 
@@ -124,9 +123,9 @@ def parse_control_key(key):
     version is read as v0."""
     if key is None:
         raise ProtocolError("a control record has a null key", 0)
-    if len(key) < CONTROL_KEY_BYTES:
+    if len(key) < _KEY.size:
         raise ProtocolError(
-            f"a control record key needs {CONTROL_KEY_BYTES} bytes, found {len(key)}", 0)
+            f"a control record key needs {_KEY.size} bytes, found {len(key)}", 0)
     version, type_id = _KEY.unpack_from(key)
     if version < 0:
         raise ProtocolError(f"control record key version {version} (corrupt)", 0)

@@ -32,6 +32,7 @@ duplicated and reordered deliveries are harmless.
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               NotLeaderError, RaftStateError)
+from kraftcore.layout import INT32_MAX, INT64_MAX
 from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX,
                               RAFT_EPOCH_REQUEST_STEP_MAX, RAFT_EPOCH_STEP_MAX,
                               RAFT_OBSERVERS_MAX)
@@ -60,9 +61,6 @@ UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 VOTE, BEGIN_EPOCH, END_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE = 52, 53, 54, 1, 59, 55
 _NEVER_MS = 1 << 62
-# The ranges of the int32 ids and int64 offsets the RPCs carry.
-ID_MAX = 2**31 - 1
-OFFSET_MAX = 2**63 - 1
 
 
 class _Inflight:
@@ -202,12 +200,12 @@ class RaftCore:
         retries = max(self._election_retries, 1)
         bound = 1 << (min(20, retries - 1) + 1)
         return min(self.config.election_backoff_base_ms * self.rng.randrange(bound),
-                   self.config.election_backoff_max_ms)
+                   self.config.election_backoff_ms_max)
 
     def _resignation_backoff_ms(self, preferred):
         """Kafka's strict exponential backoff: the first preferred successor runs at once,
         the others later the further down the list they are."""
-        limit = self.config.election_backoff_max_ms
+        limit = self.config.election_backoff_ms_max
         if self.node_id not in preferred:
             return limit
         position = preferred.index(self.node_id)
@@ -326,12 +324,12 @@ class RaftCore:
         if self._download is not None:
             self._send(target, rpc.fetch_snapshot_request(
                 self.config.cluster_id, self.node_id, state.epoch, self._download.snapshot_id,
-                self._download.size, self.config.fetch_max_bytes), tag=state)
+                self._download.size, self.config.fetch_bytes_max), tag=state)
             return
         self._send(target, rpc.fetch_request(
             self.config.cluster_id, self.node_id, state.epoch, self.storage.log_end_offset,
-            self.storage.last_fetched_epoch(), self.config.fetch_max_wait_ms,
-            self.config.fetch_max_bytes), tag=state)
+            self.storage.last_fetched_epoch(), self.config.fetch_wait_ms_max,
+            self.config.fetch_bytes_max), tag=state)
 
     # ================================================================ transitions
 
@@ -540,7 +538,7 @@ class RaftCore:
         persisted. A request naming this node as its sender did not come from a peer."""
         if epoch < self.quorum.epoch:
             return FENCED_LEADER_EPOCH
-        if not 0 <= sender <= ID_MAX or sender == self.node_id:
+        if not 0 <= sender <= INT32_MAX or sender == self.node_id:
             return INVALID_REQUEST
         if not self.is_voter or sender not in self.quorum.voters:
             return INCONSISTENT_VOTER_SET
@@ -560,7 +558,7 @@ class RaftCore:
                 INVALID_REQUEST, None, self.quorum.epoch, False))
         epoch, candidate, pre_vote = part.replica_epoch, part.replica_id, part.pre_vote
         last_epoch, last_offset = part.last_offset_epoch, part.last_offset
-        if (not 0 <= last_offset <= OFFSET_MAX or last_epoch < 0
+        if (not 0 <= last_offset <= INT64_MAX or last_epoch < 0
                 or (last_epoch > epoch if pre_vote else last_epoch >= epoch)):
             return self._vote_answer(message, False, INVALID_REQUEST)
         error = self._voter_only_error(candidate, epoch)
@@ -718,7 +716,7 @@ class RaftCore:
         if part is None:
             return self._fetch_error(message, NONE, top_error=INVALID_REQUEST)
         offset, last_epoch = part.fetch_offset, part.last_fetched_epoch
-        if (body.max_wait_ms < 0 or not 0 <= offset <= OFFSET_MAX or last_epoch < 0
+        if (body.max_wait_ms < 0 or not 0 <= offset <= INT64_MAX or last_epoch < 0
                 or last_epoch > part.current_leader_epoch):
             return self._fetch_error(message, INVALID_REQUEST)
         error = self._leader_check(part.current_leader_epoch)
@@ -726,7 +724,7 @@ class RaftCore:
             return self._fetch_error(message, error)
         leader = self.quorum.state
         replica_id = rpc.fetch_replica_id(body)
-        if replica_id == self.node_id or replica_id > ID_MAX:
+        if replica_id == self.node_id or replica_id > INT32_MAX:
             # The leader's own entry tracks its durable log; nobody else may move it.
             return self._fetch_error(message, INVALID_REQUEST)
         if replica_id < 0:
@@ -737,7 +735,7 @@ class RaftCore:
                 return self._respond(message, self._redirect_answer(leader, outcome, value))
             data = b""
             if offset < self.storage.log_end_offset:
-                data = self.storage.read(offset, self.config.fetch_max_bytes)
+                data = self.storage.read(offset, self.config.fetch_bytes_max)
             return self._respond(message, self._fetch_answer(leader, records=data))
         leader.on_voter_fetch(replica_id, self._now)
         superseded = self._parked.pop(replica_id, None)
@@ -771,7 +769,7 @@ class RaftCore:
         leader = self.quorum.state
         data = b""
         if offset < self.storage.log_end_offset:
-            data = self.storage.read(offset, self.config.fetch_max_bytes)
+            data = self.storage.read(offset, self.config.fetch_bytes_max)
         hw = leader.high_watermark
         replica.hw_sent = -1 if hw is None else hw
         self._respond(message, self._fetch_answer(leader, records=data))
@@ -864,12 +862,12 @@ class RaftCore:
         leader's own epoch (its log holds no later one)."""
         epoch = part.current_leader.leader_epoch
         diverging, snapshot = part.diverging_epoch, part.snapshot_id
-        return (-1 <= part.high_watermark <= OFFSET_MAX
+        return (-1 <= part.high_watermark <= INT64_MAX
                 and (diverging is None or diverging.epoch == -1
                      or (0 <= diverging.epoch <= epoch
-                         and 0 <= diverging.end_offset <= OFFSET_MAX))
+                         and 0 <= diverging.end_offset <= INT64_MAX))
                 and (snapshot is None or (snapshot.end_offset, snapshot.epoch) == (-1, -1)
-                     or (0 <= snapshot.end_offset <= OFFSET_MAX
+                     or (0 <= snapshot.end_offset <= INT64_MAX
                          and 0 <= snapshot.epoch <= epoch)))
 
     def _handle_fetch_response(self, message, body, tag):
@@ -969,7 +967,7 @@ class RaftCore:
         self.quorum.state.on_voter_fetch(body.replica_id, self._now)
         snapshot_id = SnapshotId(part.snapshot_id.end_offset, part.snapshot_id.epoch)
         size = None
-        if (snapshot_id != BOOTSTRAP_SNAPSHOT_ID and 0 < snapshot_id.end_offset <= OFFSET_MAX
+        if (snapshot_id != BOOTSTRAP_SNAPSHOT_ID and 0 < snapshot_id.end_offset <= INT64_MAX
                 and 0 <= snapshot_id.epoch <= RAFT_EPOCH_MAX):
             size = self.storage.snapshot_size(snapshot_id)
         if size is None:
@@ -977,7 +975,7 @@ class RaftCore:
         position = part.position
         if not 0 <= position < size:
             return answer(POSITION_OUT_OF_RANGE, snapshot_id, size, position)
-        limit = min(max(body.max_bytes, 1), self.config.fetch_max_bytes)
+        limit = min(max(body.max_bytes, 1), self.config.fetch_bytes_max)
         data = self.storage.read_snapshot(snapshot_id, position, limit)
         answer(NONE, snapshot_id, size, position, data)
 
@@ -988,9 +986,9 @@ class RaftCore:
         if error != NONE:
             return True
         snapshot, data = part.snapshot_id, part.unaligned_records or b""
-        return (0 <= snapshot.end_offset <= OFFSET_MAX
+        return (0 <= snapshot.end_offset <= INT64_MAX
                 and 0 <= snapshot.epoch <= part.current_leader.leader_epoch
-                and 0 <= part.position and part.position + len(data) <= part.size <= OFFSET_MAX)
+                and 0 <= part.position and part.position + len(data) <= part.size <= INT64_MAX)
 
     def _handle_fetch_snapshot_response(self, message, body, tag):
         raw = rpc.fetch_snapshot_partition(body)
@@ -1116,10 +1114,10 @@ class RaftCore:
             raise InvalidAppendError(
                 f"cannot append these values: {exc}; pass a list of bytes (and a timestamp "
                 "in the int64 range)") from exc
-        if len(batch) > self.config.batch_max_bytes:
+        if len(batch) > self.config.batch_bytes_max:
             raise InvalidAppendError(
                 f"a proposal of {len(batch)} bytes exceeds the batch limit of "
-                f"{self.config.batch_max_bytes} bytes; split it")
+                f"{self.config.batch_bytes_max} bytes; split it")
         _, last = self.storage.append_as_leader(batch, state.epoch)
         self._unflushed = True
         if self._parked:

@@ -233,7 +233,7 @@ class MemoryStorage(RaftStorage):
         if self._durable > end:
             self._durable = end
 
-    def read(self, offset, max_bytes):
+    def read(self, offset, bytes_max):
         leo = self._leo
         if not self._log_start <= offset <= leo:
             raise OffsetOutOfRangeError(offset, self._log_start, leo)
@@ -246,7 +246,7 @@ class MemoryStorage(RaftStorage):
         count = len(batches)
         while stop < count:
             taken += len(batches[stop][4])
-            if taken > max_bytes:
+            if taken > bytes_max:
                 break
             stop += 1
         if stop == first + 1:
@@ -277,8 +277,8 @@ class MemoryStorage(RaftStorage):
         data = self._snapshots.get(snapshot_id)
         return None if data is None else len(data)
 
-    def read_snapshot(self, snapshot_id, position, max_bytes):
-        """Up to `max_bytes` from `position`; None if there is no such snapshot. A position
+    def read_snapshot(self, snapshot_id, position, bytes_max):
+        """Up to `bytes_max` from `position`; None if there is no such snapshot. A position
         outside [0, size] is a ValueError."""
         data = self._snapshots.get(snapshot_id)
         if data is None:
@@ -286,7 +286,7 @@ class MemoryStorage(RaftStorage):
         if not 0 <= position <= len(data):
             raise ValueError(f"position {position} is outside snapshot {snapshot_id} "
                              f"of {len(data)} bytes")
-        return data[position:position + max_bytes]
+        return data[position:position + bytes_max]
 
     def begin_snapshot_download(self, snapshot_id):
         download = MemorySnapshotDownload(self, _snapshot_id(snapshot_id))

@@ -20,9 +20,7 @@ Semantics every implementation keeps:
 import abc
 
 from kraftcore.errors import InvalidAppendError
-from kraftcore.layout import BATCH_HEAD, BATCH_HEADER_BYTES, LOG_OVERHEAD_BYTES, MAGIC
-
-_INT32_MAX = 0x7FFFFFFF
+from kraftcore.layout import BATCH_HEAD, BATCH_HEADER_BYTES, INT32_MAX, LOG_OVERHEAD_BYTES, MAGIC
 
 
 def check_leader_append(batch, epoch, latest_epoch):
@@ -30,7 +28,7 @@ def check_leader_append(batch, epoch, latest_epoch):
     `latest_epoch`, `batch` exactly one whole v2 batch. Returns `(batch, length, attributes,
     last_offset_delta)` with `batch` as bytes or a byte memoryview; raises
     `InvalidAppendError`."""
-    if type(epoch) is not int or not 0 <= epoch <= _INT32_MAX:
+    if type(epoch) is not int or not 0 <= epoch <= INT32_MAX:
         raise InvalidAppendError(f"leader epoch must be an int32 >= 0, got {epoch!r}")
     if epoch < latest_epoch:
         raise InvalidAppendError(
@@ -128,8 +126,8 @@ class RaftStorage(abc.ABC):
         """Remove every batch at or after `offset`."""
 
     @abc.abstractmethod
-    def read(self, offset, max_bytes):
-        """Whole batches from the one holding `offset`, up to `max_bytes` (the first is
+    def read(self, offset, bytes_max):
+        """Whole batches from the one holding `offset`, up to `bytes_max` (the first is
         returned whole even if larger); empty at the log end offset."""
 
     @abc.abstractmethod
@@ -152,8 +150,8 @@ class RaftStorage(abc.ABC):
         """The size in bytes of a complete snapshot, None if there is no such snapshot."""
 
     @abc.abstractmethod
-    def read_snapshot(self, snapshot_id, position, max_bytes):
-        """Up to `max_bytes` of a snapshot's bytes from `position` (not batch aligned)."""
+    def read_snapshot(self, snapshot_id, position, bytes_max):
+        """Up to `bytes_max` of a snapshot's bytes from `position` (not batch aligned)."""
 
     @abc.abstractmethod
     def begin_snapshot_download(self, snapshot_id):

@@ -28,20 +28,19 @@ import re
 from kraftcore import limits
 from kraftcore.controller.config import ControllerConfig
 from kraftcore.errors import ConfigError
+from kraftcore.layout import INT32_MAX, INT64_MAX
 from kraftcore.log.meta_properties import node_directories, parse_properties
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC, RaftConfig
 
 __all__ = ["NodeConfig", "Listener", "parse_override", "KNOWN_KEYS", "DEFAULTS"]
 
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 ROLES = ("broker", "controller")
 PLAINTEXT = "PLAINTEXT"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's `listener.security.protocol.map` default: each protocol's name maps to itself.
 _DEFAULT_PROTOCOL_MAP = tuple((name, name) for name in SECURITY_PROTOCOLS)
 # Kafka's MAX_FETCH_WAIT_MS (kafka-facts §4.3): how long the leader holds an idle Fetch.
-FETCH_MAX_WAIT_MS = 500
+FETCH_WAIT_MS_MAX_DEFAULT = 500
 # QuorumConfig refuses voters on the non-routable meta-address (they could not be reached).
 _NON_ROUTABLE_HOST = "0.0.0.0"
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
@@ -52,35 +51,37 @@ _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 _NUMBERS = (
     ("controller.quorum.election.timeout.ms", "quorum_election_timeout_ms", "INT", 1000, 1),
     ("controller.quorum.fetch.timeout.ms", "quorum_fetch_timeout_ms", "INT", 2000, 1),
-    ("controller.quorum.election.backoff.max.ms", "quorum_election_backoff_max_ms", "INT", 1000, 0),
+    ("controller.quorum.election.backoff.max.ms", "quorum_election_backoff_ms_max", "INT",
+     1000, 0),
     ("controller.quorum.request.timeout.ms", "quorum_request_timeout_ms", "INT", 2000, 1),
     ("controller.quorum.retry.backoff.ms", "quorum_retry_backoff_ms", "INT", 20, 0),
     ("controller.quorum.append.linger.ms", "quorum_append_linger_ms", "INT", 25, 0),
     ("broker.session.timeout.ms", "broker_session_timeout_ms", "INT", 9000, 1),
     ("broker.heartbeat.interval.ms", "broker_heartbeat_interval_ms", "INT", 2000, 1),
-    ("metadata.max.idle.interval.ms", "metadata_max_idle_interval_ms", "INT", 500, 0),
+    ("metadata.max.idle.interval.ms", "metadata_idle_interval_ms_max", "INT", 500, 0),
     ("metadata.log.max.record.bytes.between.snapshots",
-     "metadata_log_max_record_bytes_between_snapshots", "LONG", 20 * 1024 * 1024, 1),
-    ("metadata.log.max.snapshot.interval.ms", "metadata_log_max_snapshot_interval_ms",
+     "metadata_log_record_bytes_between_snapshots_max", "LONG", 20 * 1024 * 1024, 1),
+    ("metadata.log.max.snapshot.interval.ms", "metadata_log_snapshot_interval_ms_max",
      "LONG", 3_600_000, 0),
-    # 14: the smallest segment kraftcore's Log accepts; `segment.bytes >= segment.min.bytes`.
-    ("metadata.log.segment.bytes", "metadata_log_segment_bytes", "INT", 1024 * 1024 * 1024, 14),
-    ("metadata.log.segment.min.bytes", "metadata_log_segment_min_bytes", "INT",
-     8 * 1024 * 1024, 14),
+    # The smallest segment kraftcore's Log accepts; `segment.bytes >= segment.min.bytes`.
+    ("metadata.log.segment.bytes", "metadata_log_segment_bytes", "INT", 1024 * 1024 * 1024,
+     limits.LOG_SEGMENT_BYTES_MIN),
+    ("metadata.log.segment.min.bytes", "metadata_log_segment_bytes_min", "INT",
+     8 * 1024 * 1024, limits.LOG_SEGMENT_BYTES_MIN),
     ("metadata.log.segment.ms", "metadata_log_segment_ms", "LONG", 7 * 24 * 3600 * 1000, 1),
-    ("metadata.max.retention.bytes", "metadata_max_retention_bytes", "LONG",
+    ("metadata.max.retention.bytes", "metadata_retention_bytes_max", "LONG",
      100 * 1024 * 1024, -1),
-    ("metadata.max.retention.ms", "metadata_max_retention_ms", "LONG", 7 * 24 * 3600 * 1000, -1),
+    ("metadata.max.retention.ms", "metadata_retention_ms_max", "LONG", 7 * 24 * 3600 * 1000, -1),
     ("num.partitions", "num_partitions", "INT", 1, 1),
     ("default.replication.factor", "default_replication_factor", "INT", 1, 1),
     ("min.insync.replicas", "min_insync_replicas", "INT", 1, 1),
     # The listeners (kafka-facts §6.1; Kafka's SocketServerConfigs). Kafka also accepts
     # max.connections=0, which would refuse every peer; connections.max.idle.ms -1 turns the
     # idle timeout off.
-    ("socket.request.max.bytes", "socket_request_max_bytes", "INT", 100 * 1024 * 1024, 1),
-    ("max.connections", "max_connections", "INT", INT32_MAX, 1),
-    ("max.connections.per.ip", "max_connections_per_ip", "INT", INT32_MAX, 0),
-    ("connections.max.idle.ms", "connections_max_idle_ms", "LONG", 600_000, -1),
+    ("socket.request.max.bytes", "socket_request_bytes_max", "INT", 100 * 1024 * 1024, 1),
+    ("max.connections", "connections_max", "INT", INT32_MAX, 1),
+    ("max.connections.per.ip", "connections_per_ip_max", "INT", INT32_MAX, 0),
+    ("connections.max.idle.ms", "connections_idle_ms_max", "LONG", 600_000, -1),
 )
 # queued.max.request.bytes is not in _NUMBERS: its default is kraftcore's own (the value of
 # socket.request.max.bytes, where Kafka's is -1, no limit), see NodeConfig.
@@ -109,7 +110,7 @@ _KEY_OF = {
     "listener_security_protocol_map": "listener.security.protocol.map",
     "log_dirs": "log.dirs", "metadata_log_dir": "metadata.log.dir",
     **{field: key for key, field, _, _, _ in _NUMBERS},
-    "queued_max_request_bytes": _QUEUED_MAX_REQUEST_BYTES,
+    "queued_request_bytes_max": _QUEUED_MAX_REQUEST_BYTES,
     **{field: key for key, field, _ in _BOOLEANS},
 }
 KNOWN_KEYS = frozenset(_KEY_OF.values()) | {"broker.id", "log.dir", "security.inter.broker.protocol"}
@@ -153,30 +154,30 @@ class NodeConfig:
     metadata_log_dir: str = None          # None: the first of log_dirs
     quorum_election_timeout_ms: int = 1000
     quorum_fetch_timeout_ms: int = 2000
-    quorum_election_backoff_max_ms: int = 1000
+    quorum_election_backoff_ms_max: int = 1000
     quorum_request_timeout_ms: int = 2000
     quorum_retry_backoff_ms: int = 20
     quorum_append_linger_ms: int = 25
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
-    metadata_max_idle_interval_ms: int = 500
-    metadata_log_max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
-    metadata_log_max_snapshot_interval_ms: int = 3_600_000
+    metadata_idle_interval_ms_max: int = 500
+    metadata_log_record_bytes_between_snapshots_max: int = 20 * 1024 * 1024
+    metadata_log_snapshot_interval_ms_max: int = 3_600_000
     metadata_log_segment_bytes: int = 1024 * 1024 * 1024
-    metadata_log_segment_min_bytes: int = 8 * 1024 * 1024
+    metadata_log_segment_bytes_min: int = 8 * 1024 * 1024
     metadata_log_segment_ms: int = 7 * 24 * 3600 * 1000
-    metadata_max_retention_bytes: int = 100 * 1024 * 1024
-    metadata_max_retention_ms: int = 7 * 24 * 3600 * 1000
+    metadata_retention_bytes_max: int = 100 * 1024 * 1024
+    metadata_retention_ms_max: int = 7 * 24 * 3600 * 1000
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    max_connections: int = INT32_MAX
-    max_connections_per_ip: int = INT32_MAX
-    connections_max_idle_ms: int = 600_000
-    # None: socket_request_max_bytes (kraftcore's default; Kafka's is -1, no limit)
-    queued_max_request_bytes: int = None
+    socket_request_bytes_max: int = 100 * 1024 * 1024
+    connections_max: int = INT32_MAX
+    connections_per_ip_max: int = INT32_MAX
+    connections_idle_ms_max: int = 600_000
+    # None: socket_request_bytes_max (kraftcore's default; Kafka's is -1, no limit)
+    queued_request_bytes_max: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
     # sorted (key, value) text of every key given
     originals: tuple = dataclasses.field(default=(), repr=False)
@@ -250,8 +251,8 @@ class NodeConfig:
     def __post_init__(self):
         if self.metadata_log_dir is None and self.log_dirs:
             object.__setattr__(self, "metadata_log_dir", self.log_dirs[0])
-        if self.queued_max_request_bytes is None:
-            object.__setattr__(self, "queued_max_request_bytes", self.socket_request_max_bytes)
+        if self.queued_request_bytes_max is None:
+            object.__setattr__(self, "queued_request_bytes_max", self.socket_request_bytes_max)
         _check_types(self)
         _check_values(self)
         _check_listeners(self)
@@ -324,14 +325,14 @@ class NodeConfig:
         return self.inter_broker_listener_name
 
     @property
-    def snapshot_max_bytes(self):
+    def snapshot_interval_bytes(self):
         """`metadata.log.max.record.bytes.between.snapshots` (kafka-facts §4.6)."""
-        return self.metadata_log_max_record_bytes_between_snapshots
+        return self.metadata_log_record_bytes_between_snapshots_max
 
     @property
     def snapshot_interval_ms(self):
         """`metadata.log.max.snapshot.interval.ms` (0: no time-based snapshots)."""
-        return self.metadata_log_max_snapshot_interval_ms
+        return self.metadata_log_snapshot_interval_ms_max
 
     @property
     def directories(self):
@@ -345,11 +346,11 @@ class NodeConfig:
                             f"{CLUSTER_METADATA_TOPIC}-{CLUSTER_METADATA_PARTITION}")
 
     @property
-    def fetch_max_wait_ms(self):
+    def fetch_wait_ms_max(self):
         """How long a leader holds a Fetch on an idle log: Kafka's 500 ms, lowered to half
         the fetch or request timeout when those are short, so that a long-polled Fetch
         always answers before the follower gives up on it (RaftConfig's rule)."""
-        return min(FETCH_MAX_WAIT_MS, self.quorum_fetch_timeout_ms // 2,
+        return min(FETCH_WAIT_MS_MAX_DEFAULT, self.quorum_fetch_timeout_ms // 2,
                    self.quorum_request_timeout_ms // 2)
 
     def _listener(self, name):
@@ -362,14 +363,14 @@ class NodeConfig:
 
     def raft_config(self, cluster_id=None):
         """The Raft core's settings: the quorum timeouts and backoffs, and
-        `fetch_max_wait_ms`."""
+        `fetch_wait_ms_max`."""
         return RaftConfig(
             election_timeout_ms=self.quorum_election_timeout_ms,
             fetch_timeout_ms=self.quorum_fetch_timeout_ms,
-            election_backoff_max_ms=self.quorum_election_backoff_max_ms,
+            election_backoff_ms_max=self.quorum_election_backoff_ms_max,
             request_timeout_ms=self.quorum_request_timeout_ms,
             retry_backoff_ms=self.quorum_retry_backoff_ms,
-            fetch_max_wait_ms=self.fetch_max_wait_ms,
+            fetch_wait_ms_max=self.fetch_wait_ms_max,
             cluster_id=cluster_id,
         )
 
@@ -382,7 +383,7 @@ class NodeConfig:
             cluster_id=cluster_id,
             session_timeout_ms=self.broker_session_timeout_ms,
             heartbeat_interval_ms=self.broker_heartbeat_interval_ms,
-            max_idle_interval_ms=self.metadata_max_idle_interval_ms,
+            idle_interval_ms_max=self.metadata_idle_interval_ms_max,
             default_partitions=self.num_partitions,
             default_replication_factor=self.default_replication_factor,
         )
@@ -396,7 +397,7 @@ class NodeConfig:
     def request_memory_bytes(self):
         """`queued.max.request.bytes` as the node's `kraftcore.net.RequestMemory` takes it:
         None when it is -1 or 0 (no limit, as in Kafka)."""
-        value = self.queued_max_request_bytes
+        value = self.queued_request_bytes_max
         return value if value > 0 else None
 
     def listener_settings(self):
@@ -405,12 +406,12 @@ class NodeConfig:
         kraftcore's own cap of `limits.NET_LISTENER_CONNECTIONS_MAX` per listener) and the
         idle timeout (None: off). The request memory they share is the node's own
         (`RequestMemory(config.request_memory_bytes)`)."""
-        idle_ms = self.connections_max_idle_ms
-        return {"max_frame_bytes": self.socket_request_max_bytes,
-                "max_connections": min(self.max_connections,
+        idle_ms = self.connections_idle_ms_max
+        return {"frame_bytes_max": self.socket_request_bytes_max,
+                "connections_max": min(self.connections_max,
                                        limits.NET_LISTENER_CONNECTIONS_MAX),
-                "max_connections_per_ip": self.max_connections_per_ip,
-                "connections_max_idle_ms": idle_ms if idle_ms >= 0 else None}
+                "connections_per_ip_max": self.connections_per_ip_max,
+                "connections_idle_ms_max": idle_ms if idle_ms >= 0 else None}
 
 
 def parse_override(text):
@@ -587,7 +588,7 @@ def _parse(texts):
         if key in texts:
             fields[field] = _integer(key, texts[key], java_type)
     if _QUEUED_MAX_REQUEST_BYTES in texts:
-        fields["queued_max_request_bytes"] = _integer(
+        fields["queued_request_bytes_max"] = _integer(
             _QUEUED_MAX_REQUEST_BYTES, texts[_QUEUED_MAX_REQUEST_BYTES], "LONG")
     for key, field, _default in _BOOLEANS:
         if key in texts:
@@ -643,16 +644,16 @@ def _check_values(config):
         _fail("broker.heartbeat.interval.ms",
               f"{config.broker_heartbeat_interval_ms} must be below broker.session.timeout.ms "
               f"({config.broker_session_timeout_ms}), or a live broker would be fenced")
-    if config.metadata_log_segment_bytes < config.metadata_log_segment_min_bytes:
+    if config.metadata_log_segment_bytes < config.metadata_log_segment_bytes_min:
         _fail("metadata.log.segment.bytes",
               f"{config.metadata_log_segment_bytes} is below metadata.log.segment.min.bytes "
-              f"({config.metadata_log_segment_min_bytes}): a segment must hold the largest "
+              f"({config.metadata_log_segment_bytes_min}): a segment must hold the largest "
               "metadata batch")
-    if config.max_connections_per_ip == 0:
+    if config.connections_per_ip_max == 0:
         _fail("max.connections.per.ip", "0 would refuse every connection (Kafka allows it "
               "only with max.connections.per.ip.overrides, which kraftcore does not read); "
               "set a positive limit")
-    queued, frame = config.queued_max_request_bytes, config.socket_request_max_bytes
+    queued, frame = config.queued_request_bytes_max, config.socket_request_bytes_max
     if queued < -1 or 0 < queued < frame:
         _fail(_QUEUED_MAX_REQUEST_BYTES,
               f"{queued} must be -1 (no limit) or at least socket.request.max.bytes ({frame}), "

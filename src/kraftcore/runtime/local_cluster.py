@@ -31,6 +31,7 @@ import time
 
 from kraftcore.admin.client import quorum_leader
 from kraftcore.errors import ClusterError
+from kraftcore.limits import LOCAL_CLUSTER_LEADER_WAIT_S_MAX, LOCAL_CLUSTER_STOP_WAIT_S_MAX
 from kraftcore.log.meta_properties import format_directories
 from kraftcore.runtime.config import NodeConfig
 from kraftcore.types import Uuid
@@ -40,9 +41,6 @@ __all__ = ["up", "down", "plan", "free_ports", "start_node", "node_properties",
 
 CLUSTER_FILE = "cluster.json"
 NODE_LOG = "node.log"
-# How long `up` waits for the quorum's first leader, and a stopping node for its exit.
-LEADER_WAIT_S = 60
-STOP_GRACE_S = 40
 POLL_S = 0.1
 
 
@@ -122,7 +120,7 @@ def plan(directory, controllers, brokers, combined, overrides):
 
 
 def _wait_for_leader(voters, stopping=()):
-    deadline = time.monotonic() + LEADER_WAIT_S
+    deadline = time.monotonic() + LOCAL_CLUSTER_LEADER_WAIT_S_MAX
     while time.monotonic() < deadline and not stopping:
         for port in voters.values():
             leader = asyncio.run(quorum_leader(("127.0.0.1", port)))
@@ -167,7 +165,8 @@ def up(directory, controllers, brokers, combined, overrides, out=print):
             out("stopped before the cluster was up")
             return 1
         if leader is None:
-            raise ClusterError(f"no controller reported a leader within {LEADER_WAIT_S} s; see "
+            raise ClusterError(f"no controller reported a leader within "
+                               f"{LOCAL_CLUSTER_LEADER_WAIT_S_MAX} s; see "
                                f"the node.log files under {directory}")
         description = {"cluster_id": cluster_id, "supervisor_pid": os.getpid(), "nodes": [
             {"id": node_id, "roles": list(roles), "host": "127.0.0.1",
@@ -208,7 +207,8 @@ def _supervise(processes, out, stopping):
 
 def _stop_all(processes, nodes, out):
     """SIGTERM to the brokers, then to the controllers; a node that does not stop within
-    STOP_GRACE_S is killed. Returns whether every node stopped cleanly (exit status 0)."""
+    `limits.LOCAL_CLUSTER_STOP_WAIT_S_MAX` is killed. Returns whether every node stopped
+    cleanly (exit status 0)."""
     if not processes:
         return True
     clean = True
@@ -222,9 +222,10 @@ def _stop_all(processes, nodes, out):
         for node_id in group:
             process = processes[node_id]
             try:
-                process.wait(STOP_GRACE_S)
+                process.wait(LOCAL_CLUSTER_STOP_WAIT_S_MAX)
             except subprocess.TimeoutExpired:
-                out(f"node {node_id} did not stop in {STOP_GRACE_S} s: killing it")
+                out(f"node {node_id} did not stop in {LOCAL_CLUSTER_STOP_WAIT_S_MAX} s: "
+                    "killing it")
                 process.kill()
                 process.wait()
             clean = clean and process.returncode == 0
@@ -252,7 +253,7 @@ def down(directory, out=print):
             if _alive(pid):
                 os.kill(pid, signal.SIGTERM)
         watched = pids
-    deadline = time.monotonic() + 2 * STOP_GRACE_S + 5
+    deadline = time.monotonic() + 2 * LOCAL_CLUSTER_STOP_WAIT_S_MAX + 5
     while any(_alive(pid) for pid in watched):
         if time.monotonic() > deadline:
             raise ClusterError(f"processes {[p for p in watched if _alive(p)]} did not stop")

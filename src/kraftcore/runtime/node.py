@@ -47,6 +47,7 @@ from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, heartbeat_reques
                                        registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
+from kraftcore.limits import NODE_SHUTDOWN_WAIT_MS_MAX
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol.error_codes import ErrorCode
@@ -58,8 +59,7 @@ log = logging.getLogger("kraftcore.runtime")
 
 # Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, FetchSnapshot
 RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
-# How long a stopping node waits for its controlled shutdown or resignation to go out.
-SHUTDOWN_TIMEOUT_MS = 30_000
+# How long a stopping node that resigned waits for its EndQuorumEpoch requests to go out.
 RESIGN_GRACE_MS = 200
 # Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
 PLAINTEXT = 0
@@ -111,7 +111,7 @@ class ControllerRole(_Wakeup):
         config = node.config
         now = node.driver.clock()
         loader = MetadataLoader(
-            snapshot_max_bytes=config.snapshot_max_bytes,
+            snapshot_interval_bytes=config.snapshot_interval_bytes,
             snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now)
         self.controller = QuorumController(
             node.driver, config=config.controller_config(node.cluster_id),
@@ -166,7 +166,7 @@ class BrokerRole(_Wakeup):
         config = node.config
         now = node.driver.clock()
         self.metadata = BrokerMetadata(loader=MetadataLoader(
-            snapshot_max_bytes=config.snapshot_max_bytes,
+            snapshot_interval_bytes=config.snapshot_interval_bytes,
             snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now))
         self.lifecycle = BrokerLifecycle(
             config.node_id, Uuid.random(random.Random()), cluster_id=node.cluster_id,
@@ -373,7 +373,7 @@ class Node:
                         if self.node_id in self.voters else "")
         raft_config = config.raft_config(self.cluster_id)
         self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
-                             + raft_config.fetch_max_wait_ms)
+                             + raft_config.fetch_wait_ms_max)
         for voter_id, (host, port) in self.voters.items():
             if voter_id != self.node_id:
                 self.pool.update(voter_id, host, port)
@@ -480,10 +480,10 @@ class Node:
             self.broker.begin_shutdown()
             try:
                 await asyncio.wait_for(asyncio.shield(self.broker.done),
-                                       SHUTDOWN_TIMEOUT_MS / 1000)
+                                       NODE_SHUTDOWN_WAIT_MS_MAX / 1000)
             except asyncio.TimeoutError:
                 log.warning("node %s: the controlled shutdown did not finish in %s ms",
-                            self.node_id, SHUTDOWN_TIMEOUT_MS)
+                            self.node_id, NODE_SHUTDOWN_WAIT_MS_MAX)
                 self.exit_code = 1  # stopped, but not cleanly: its leaderships did not move
         if graceful and self.driver is not None and self.driver.failed is None \
                 and self.driver.core.role == "leader":

@@ -26,17 +26,18 @@ leader does. No other drive runs in between: `on_persisted` stays in order.
 
 Appending as a library (`append(values)`, on the event loop's thread, which it checks only
 for the first call gathered for a drive when none is scheduled yet; the checks, the
-gathering and the settling run in the append kernel, `kraftcore.codec.AppendGather`):
-values appended in one event-loop turn go to
-the core together at the next drive (before each Ready it takes, so that what a commit's
-callbacks append goes out in the same drive, with the Fetch answers the core holds for
-that commit), in batches of at most
-APPEND_BATCH_RECORDS_MAX values and APPEND_BATCH_BYTES_MAX value bytes, kept within the
-core's `batch_max_bytes` once framed; each call's asyncio future gives the offset of its
+gathering and the settling run in the driver's compiled helper, `kraftcore.runtime.appends`,
+whose gather the driver keeps open exactly while this node leads and the driver runs):
+values appended in one event-loop turn go to the core together at the next drive (before
+each Ready it takes, so that what a commit's callbacks append goes out in the same drive,
+with the Fetch answers the core holds for that commit), in batches of at most
+`limits.RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX` values and
+`limits.RAFT_DRIVER_APPEND_BATCH_BYTES_MAX` value bytes, kept within the core's
+`batch_bytes_max` once framed; each call's asyncio future gives the offset of its
 last value once the high watermark has passed it (the commit, made durable on a
 majority). If this node stops leading before then, the future fails with `NotLeaderError`:
 the values may or may not be committed later. A value the core refuses (a batch of it
-alone would pass `batch_max_bytes`) fails its call with `InvalidAppendError`, and the
+alone would pass `batch_bytes_max`) fails its call with `InvalidAppendError`, and the
 call's values not yet proposed are dropped; a storage error fails every waiting call and
 the node. After `close()`, `append` raises `LogClosedError`. `append(values, callback)`
 is the same without a future: `callback(offset, error)` is called on the event-loop
@@ -73,10 +74,13 @@ import logging
 import operator
 import random
 
-from kraftcore.codec import AppendGather, settle_calls
+from kraftcore import codec
 from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, KraftcoreError,
                               LogClosedError, NotLeaderError)
-from kraftcore.layout import BATCH_HEADER_BYTES
+from kraftcore.layout import BATCH_HEADER_BYTES, RECORD_OVERHEAD_BYTES_MAX
+from kraftcore.limits import (RAFT_DRIVER_APPEND_BATCH_BYTES_MAX,
+                              RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX,
+                              RAFT_DRIVER_READYS_PER_DRIVE_MAX)
 from kraftcore.protocol.apis import api
 from kraftcore.raft import rpc
 from kraftcore.raft.core import RaftCore
@@ -86,16 +90,11 @@ from kraftcore.clock import wall_clock_ms
 
 log = logging.getLogger("kraftcore.runtime")
 
-# Readys one drive may take before it yields to the event loop (a loop guard).
-READYS_PER_DRIVE_MAX = 10_000
-# The most values, and value bytes, `append` puts in one batch.
-APPEND_BATCH_RECORDS_MAX = 10_000
-APPEND_BATCH_BYTES_MAX = 1 << 20
-# What a record adds to its value at most, for `append` to keep its batches within the
-# core's batch_max_bytes (with the batch header, BATCH_HEADER_BYTES): length,
-# attributes, timestamp and offset deltas, key length, value length, header count.
-RECORD_OVERHEAD_BYTES_MAX = 21
-# quorum-state data version written (Kafka's version 1 file).
+# The append bookkeeping: compiled, or its pure-Python twin, as the one switch picks.
+_appends = codec.twin("kraftcore.runtime._appends", "kraftcore.runtime.appends")
+AppendGather = _appends.AppendGather
+settle_calls = _appends.settle_calls
+
 
 
 class _StepFailed(Exception):
@@ -187,8 +186,8 @@ class RaftDriver(RaftSide):
         self._timer_at = None
         # The `append` calls waiting for the next drive: their values, and for each call
         # the index of its last value and its waiter (a callable(offset, error)).
-        self._gather = AppendGather(self.core.quorum, self.kick, self._append_checked)
-        # `append` below, as the gather's own method: in the native kernel, an append that
+        self._gather = AppendGather(self.kick, self._append_checked)
+        # `append` below, as the gather's own method: in the compiled helper, an append that
         # needs no more than its checks runs without a Python frame
         self.append = self._gather.append
         self._uncommitted = collections.deque()  # _Proposed batches, in offset order
@@ -196,6 +195,13 @@ class RaftDriver(RaftSide):
         self.failed = None
         self.fsyncs = 0
         self.readys = 0
+        self._open_appends()
+
+    def _open_appends(self):
+        """Open the gather exactly while this node leads and the driver runs: called after
+        every call into the core that can change its role (construction, handle, poll,
+        resign); closing or failing closes the gather for good."""
+        self._gather.open = self.failed is None and self.core.quorum.role == "leader"
 
     # ------------------------------------------------------------------ inputs
 
@@ -222,6 +228,7 @@ class RaftDriver(RaftSide):
         except Exception as exc:
             self._fail(exc, f"the Raft core, handling a {type(body).__name__}")
             raise
+        self._open_appends()
         self._answers[cid] = answer
         answer.add_done_callback(functools.partial(self._forget_answer, cid))
         self.kick()
@@ -280,17 +287,17 @@ class RaftDriver(RaftSide):
         return future
 
     def _propose_appending(self):
-        """Propose what `append` gathered, in batches within the APPEND_BATCH_* limits and
-        the core's batch size. A call whose values are refused (in whichever of its
-        batches) fails with the core's error, and its values not yet proposed are dropped;
-        the other calls go on. Any other error fails every call not yet proposed, and is
+        """Propose what `append` gathered, in batches within the RAFT_DRIVER_APPEND_BATCH_*
+        limits and the core's batch size. A call whose values are refused (in whichever of
+        its batches) fails with the core's error, and its values not yet proposed are
+        dropped; the other calls go on. Any other error fails every call not yet proposed, and is
         raised (the drive then fails the node)."""
         values, ends, waiters = self._gather.take()
-        budget = min(APPEND_BATCH_BYTES_MAX,
-                     self.core.config.batch_max_bytes - BATCH_HEADER_BYTES)
+        budget = min(RAFT_DRIVER_APPEND_BATCH_BYTES_MAX,
+                     self.core.config.batch_bytes_max - BATCH_HEADER_BYTES)
         count = len(values)
         framed = None  # None: everything fits one batch (the usual case)
-        if (count > APPEND_BATCH_RECORDS_MAX
+        if (count > RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX
                 or sum(map(len, values)) + count * RECORD_OVERHEAD_BYTES_MAX > budget):
             # framed[i]: the bytes values[:i] take at most once framed
             # (RECORD_OVERHEAD_BYTES_MAX each), for finding each batch's end by bisection
@@ -304,7 +311,7 @@ class RaftDriver(RaftSide):
                     end, stop = count, len(ends)
                 else:
                     end = min(bisect.bisect_right(framed, framed[start] + budget, start + 1)
-                              - 1, start + APPEND_BATCH_RECORDS_MAX, count)
+                              - 1, start + RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX, count)
                     end = max(end, start + 1)  # a value alone over the budget: the core decides
                     stop = bisect.bisect_left(ends, end, call)  # calls[call:stop] end in it
                 try:
@@ -366,6 +373,7 @@ class RaftDriver(RaftSide):
         except Exception as exc:
             self._fail(exc, "the Raft core, resigning")
             return
+        self._open_appends()
         self.kick()
 
     def create_snapshot(self, end_offset, data):
@@ -393,6 +401,7 @@ class RaftDriver(RaftSide):
             self._fail(exc, f"the Raft core, handling a {type(response).__name__} from node "
                             f"{request.destination}")
             return
+        self._open_appends()
         self.kick()
 
     # ------------------------------------------------------------------ the drive
@@ -412,7 +421,7 @@ class RaftDriver(RaftSide):
         core = self.core
         now = self.clock()
         deadline = None
-        for _ in range(READYS_PER_DRIVE_MAX):
+        for _ in range(RAFT_DRIVER_READYS_PER_DRIVE_MAX):
             if self._gather.values:
                 # before each Ready: what the callbacks of the previous one appended goes
                 # out with the answers the core holds for it
@@ -420,6 +429,7 @@ class RaftDriver(RaftSide):
                 if self.failed is not None:
                     return  # a callback closed the driver
             deadline = core.poll(now)
+            self._open_appends()
             ready = core.take_ready()
             if ready is None:
                 if not self._pending:
@@ -498,6 +508,7 @@ class RaftDriver(RaftSide):
         for ready in pending:
             self.core.on_persisted(ready.number)
         self.core.poll(now)
+        self._open_appends()
 
     def _send(self, message):
         body = message.body

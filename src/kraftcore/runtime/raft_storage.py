@@ -38,6 +38,7 @@ from kraftcore.log.snapshots import SnapshotDirectory, SnapshotWriter
 from kraftcore.raft.control import SNAPSHOT_HEADER, decode_control_record
 from kraftcore.log import quorum_state
 from kraftcore.layout import BATCH_HEAD, CONTROL_MASK, LOG_OVERHEAD_BYTES
+from kraftcore.limits import RAFT_BATCH_BYTES_MAX
 from kraftcore.raft.storage import (ElectionStore, RaftStorage,
                                     SnapshotDownload, check_leader_append)
 from kraftcore.raft.types import CommittedBatch
@@ -48,7 +49,7 @@ from kraftcore.types import SnapshotId
 # MAX_BATCH_SIZE_BYTES, which is also the metadata log's max.message.bytes (§4.3), and
 # zeros are written 256 KiB ahead of the data, so that the driver's fsync after each group
 # of appends flushes data blocks only (`prefill_bytes`, kraftcore.log.segment).
-METADATA_LOG_SETTINGS = {"fsync": "never", "max_batch_bytes": 8 * 1024 * 1024,
+METADATA_LOG_SETTINGS = {"fsync": "never", "batch_bytes_max": RAFT_BATCH_BYTES_MAX,
                          "prefill_bytes": 256 * 1024}
 # Kafka's defaults for metadata.max.retention.bytes and metadata.max.retention.ms (§4.3).
 RETENTION_BYTES_DEFAULT = 100 * 1024 * 1024
@@ -222,10 +223,10 @@ class FileRaftStorage(RaftStorage):
                 return
         log.truncate_to(offset)
 
-    def read(self, offset, max_bytes):
-        """Whole batches from the one holding `offset`, up to `max_bytes` (the first whole
+    def read(self, offset, bytes_max):
+        """Whole batches from the one holding `offset`, up to `bytes_max` (the first whole
         even if larger), from one segment at most (as Kafka reads)."""
-        return bytes(self._log.read(offset, max_bytes).records)
+        return bytes(self._log.read(offset, bytes_max).records)
 
     def read_batches(self, start_offset, end_offset):
         log = self._log
@@ -266,10 +267,10 @@ class FileRaftStorage(RaftStorage):
     def snapshot_size(self, snapshot_id):
         return self._snapshots.size(snapshot_id)
 
-    def read_snapshot(self, snapshot_id, position, max_bytes):
-        """Up to `max_bytes` from `position`; None if there is no such snapshot. A position
+    def read_snapshot(self, snapshot_id, position, bytes_max):
+        """Up to `bytes_max` from `position`; None if there is no such snapshot. A position
         outside [0, size] is a ValueError."""
-        return self._snapshots.read(snapshot_id, position, max_bytes)
+        return self._snapshots.read(snapshot_id, position, bytes_max)
 
     def begin_snapshot_download(self, snapshot_id):
         """A `SnapshotWriter` into a `.part` file; `freeze()` makes it a durable snapshot

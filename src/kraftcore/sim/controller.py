@@ -45,7 +45,7 @@ class ControllerSimulation(Simulation):
         self.controller_config = ControllerConfig(
             cluster_id=CLUSTER_ID, session_timeout_ms=cp.session_timeout_ms,
             heartbeat_interval_ms=cp.heartbeat_interval_ms,
-            max_idle_interval_ms=cp.max_idle_interval_ms)
+            idle_interval_ms_max=cp.idle_interval_ms_max)
         self.live_op = None
         self.live_count = 0
         self.brokers_fenced = 0  # by controllers that crashed since

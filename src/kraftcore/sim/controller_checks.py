@@ -15,6 +15,7 @@ besides every Raft invariant of `kraftcore.sim.invariants`:
 """
 
 from kraftcore.errors import CorruptRecordError, MetadataError
+from kraftcore.limits import SIM_PROBLEMS_SHOWN_MAX
 from kraftcore.metadata.image import _MAPS, CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.partition import check_partition
 from kraftcore.metadata.snapshot import load_snapshot
@@ -22,8 +23,6 @@ from kraftcore.sim.invariants import Checker, SimViolation
 
 __all__ = ["MetadataChecker", "image_problems", "final_states"]
 
-# Problems listed in one violation message.
-PROBLEMS_SHOWN_MAX = 5
 
 
 def image_problems(image, topics=None):
@@ -100,7 +99,7 @@ class MetadataChecker(Checker):
                 changed = [t for i, t in image.topics.items() if old.get(i) is not t]
             problems = image_problems(image, changed)
             if problems:
-                shown = "; ".join(problems[:PROBLEMS_SHOWN_MAX])
+                shown = "; ".join(problems[:SIM_PROBLEMS_SHOWN_MAX])
                 raise SimViolation(f"metadata invariant: node {node.node_id} at "
                                    f"{node.now_ms()} ms, image at offset {key}: {shown}")
             self.images[key] = (image, node.node_id)

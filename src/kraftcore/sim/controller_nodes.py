@@ -95,7 +95,7 @@ class ControllerNode(RaftSide, _AppNode):
         sim = self.sim
         now = self.now_ms()
         self.sm = None
-        loader = MetadataLoader(snapshot_max_bytes=sim.params.controller.snapshot_bytes,
+        loader = MetadataLoader(snapshot_interval_bytes=sim.params.controller.snapshot_bytes,
                                 snapshot_interval_ms=0, now_ms=now)
         self.controller = QuorumController(self, config=sim.controller_config,
                                            rng=random.Random(self.rng.getrandbits(64)),
@@ -165,7 +165,7 @@ class BrokerNode(_AppNode):
         now = self.now_ms()
         self.sm = None
         self.metadata = BrokerMetadata(loader=MetadataLoader(
-            snapshot_max_bytes=params.snapshot_bytes, snapshot_interval_ms=0, now_ms=now))
+            snapshot_interval_bytes=params.snapshot_bytes, snapshot_interval_ms=0, now_ms=now))
         self.lifecycle = BrokerLifecycle(
             self.node_id, Uuid.random(self.rng), cluster_id=CLUSTER_ID,
             heartbeat_interval_ms=params.heartbeat_interval_ms,

@@ -37,11 +37,9 @@ A violation names the key, the operations on it and why no order fits.
 
 import dataclasses
 
+from kraftcore.limits import SIM_HISTORY_SEARCH_STATES_MAX
 from kraftcore.protocol.error_codes import ErrorCode
 
-# States one key's search may visit before it gives up (a limit on everything); a history
-# that big means the workload must be made smaller, and the failure says so.
-SEARCH_STATES_MAX = 2_000_000
 
 UNKNOWN_EPOCH = -1
 """The epoch of a registration whose answer was lost: some epoch above the previous one."""
@@ -223,10 +221,10 @@ def linearizable(ops, initial, final):
         if (state, done) in seen:
             continue
         seen.add((state, done))
-        if len(seen) > SEARCH_STATES_MAX:
+        if len(seen) > SIM_HISTORY_SEARCH_STATES_MAX:
             raise LinearizabilityError(
                 f"the linearizability search of {count} operations visited more than "
-                f"{SEARCH_STATES_MAX} states; run a smaller workload")
+                f"{SIM_HISTORY_SEARCH_STATES_MAX} states; run a smaller workload")
         if answered & ~done == 0 and _matches(state, final):
             return True
         # An operation may go next only if no operation still to place was answered before

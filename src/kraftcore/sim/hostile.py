@@ -44,8 +44,10 @@ import collections
 import copy
 import json
 
+from kraftcore.layout import INT32_MAX, INT64_MAX
 from kraftcore.limits import (RAFT_EPOCH_ACCEPTED_MAX, RAFT_EPOCH_MAX,
-                              RAFT_EPOCH_REQUEST_STEP_MAX, RAFT_EPOCH_STEP_MAX)
+                              RAFT_EPOCH_REQUEST_STEP_MAX, RAFT_EPOCH_STEP_MAX,
+                              SIM_HOSTILE_REPLAY_MESSAGES_MAX)
 from kraftcore.protocol import messages as m
 from kraftcore.types import ZERO_UUID
 from kraftcore.raft import rpc
@@ -55,13 +57,8 @@ from kraftcore.sim.state_machine import SimViolation
 
 # The sender id of every injected request: no node has it, so answers to it are lost.
 HOSTILE_ID = 1_000_999
-# Genuine messages remembered for replays (the most recent ones).
-REPLAY_MESSAGES_MAX = 256
 # Correlation ids of forged responses the target does not wait for (cores count from 1).
 UNMATCHED_CORRELATION_ID_BASE = 10**12
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 REQUESTS = ("vote", "pre_vote", "begin", "end", "fetch", "fetch_snapshot", "describe")
 RESPONSES = ("vote_response", "begin_response", "end_response", "fetch_response",
@@ -145,7 +142,7 @@ class Hostile:
         self.sim = sim
         self.plan = [tuple(entry) for entry in plan]
         self.active = False
-        self.recorded = collections.deque(maxlen=REPLAY_MESSAGES_MAX)
+        self.recorded = collections.deque(maxlen=SIM_HOSTILE_REPLAY_MESSAGES_MAX)
         self.injected = 0
         self.refused_checks = 0
         self.pushes_adopted = 0

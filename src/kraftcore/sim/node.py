@@ -26,14 +26,13 @@ import collections
 import random
 
 from kraftcore.errors import RaftStateError
+from kraftcore.limits import SIM_READYS_PER_INPUT_MAX
 from kraftcore.log import quorum_state
 from kraftcore.raft.core import RaftCore
 from kraftcore.sim.invariants import SimViolation
 from kraftcore.sim.state_machine import StateMachine
 from kraftcore.raft.memory import MemoryStorage
 
-# Readys one input may produce before the node gives up on the core (a loop guard).
-READYS_PER_INPUT_MAX = 1000
 
 
 class SimNode:
@@ -177,7 +176,7 @@ class SimNode:
         sim.dirty.add(self)
         now = sim.scheduler.now_ms
         core = self.core
-        for _ in range(READYS_PER_INPUT_MAX):
+        for _ in range(SIM_READYS_PER_INPUT_MAX):
             try:
                 deadline = core.poll(now)
                 ready = core.take_ready()
@@ -191,7 +190,7 @@ class SimNode:
                 break
         else:
             raise SimViolation(f"node {self.node_id} at {now} ms: the core produced more than "
-                               f"{READYS_PER_INPUT_MAX} Readys after one input")
+                               f"{SIM_READYS_PER_INPUT_MAX} Readys after one input")
         if deadline is None or deadline <= now:
             # A deadline that is already due after poll(now): look again 1 ms later rather
             # than spin at this instant.

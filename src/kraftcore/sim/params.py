@@ -85,13 +85,13 @@ def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
     raft = RaftConfig(
         election_timeout_ms=election_timeout_ms,
         fetch_timeout_ms=election_timeout_ms * rng.choice((2, 3)),
-        election_backoff_max_ms=election_timeout_ms,
+        election_backoff_ms_max=election_timeout_ms,
         election_backoff_base_ms=rng.choice((10, 20, 50)),
         request_timeout_ms=election_timeout_ms * rng.choice((1, 2)),
         retry_backoff_ms=rng.choice((5, 10, 20)),
         # Below the request timeout with room for the network delay (RaftConfig's rule).
-        fetch_max_wait_ms=min(rng.choice((10, 25, 50, 100)), election_timeout_ms // 2),
-        fetch_max_bytes=rng.choice((512, 4096, 65536, 1 << 20)),
+        fetch_wait_ms_max=min(rng.choice((10, 25, 50, 100)), election_timeout_ms // 2),
+        fetch_bytes_max=rng.choice((512, 4096, 65536, 1 << 20)),
         pre_vote=rng.random() < 0.85,
     )
     network = NetworkParams(
@@ -137,7 +137,7 @@ def params_for_seed(seed, voters=3, observers=0, duration_ms=None,
 class ControllerSimParams:
     session_timeout_ms: int
     heartbeat_interval_ms: int
-    max_idle_interval_ms: int
+    idle_interval_ms_max: int
     # How long a client or broker waits for an answer before it counts the request lost.
     request_timeout_ms: int
     # The client sends an operation every [1, op_interval_ms_max] ms, at most
@@ -157,7 +157,7 @@ def controller_params(rng, raft):
     return ControllerSimParams(
         session_timeout_ms=heartbeat_interval_ms * rng.choice((3, 5, 10)),
         heartbeat_interval_ms=heartbeat_interval_ms,
-        max_idle_interval_ms=rng.choice((100, 250, 500)),
+        idle_interval_ms_max=rng.choice((100, 250, 500)),
         request_timeout_ms=max(raft.request_timeout_ms, rng.choice((200, 500, 1000))),
         op_interval_ms_max=rng.choice((5, 20, 50)),
         ops_inflight_max=rng.choice((1, 2, 4)),

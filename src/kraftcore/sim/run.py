@@ -11,12 +11,13 @@ import argparse
 import traceback
 
 from kraftcore.errors import RaftStateError
+from kraftcore.limits import SIM_TRACE_TAIL_LINES_MAX
 from kraftcore.sim.controller import ControllerSimulation
 from kraftcore.sim.hostile import plan_from_json
 from kraftcore.sim.invariants import SimViolation
 from kraftcore.sim.params import (CONTROLLER_BROKERS_DEFAULT, LIVENESS_MS_DEFAULT, WORKLOADS,
                                   default_observers, params_for_seed)
-from kraftcore.sim.simulation import TRACE_TAIL_LINES, SimResult, SimStats, Simulation
+from kraftcore.sim.simulation import SimResult, SimStats, Simulation
 
 
 def run_seed(seed, voters=3, observers=None, duration_ms=None, liveness_ms=LIVENESS_MS_DEFAULT,
@@ -107,7 +108,8 @@ def main(argv=None):
                         help="print every event of the run (one seed)")
     parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     parser.add_argument("--tail", action="store_true",
-                        help=f"print the last {TRACE_TAIL_LINES} trace lines of a failed seed")
+                        help=f"print the last {SIM_TRACE_TAIL_LINES_MAX} trace lines of a "
+                        "failed seed")
     parser.add_argument("--hostile", metavar="PLAN",
                         help="a hostile sender's plan, JSON [[at_ms, target, what, values], "
                         "...] (kraftcore.sim.hostile; one seed, raft workload)")

@@ -13,9 +13,8 @@ stream keeps, for example, an extra network draw from shifting every fault that 
 import heapq
 import random
 
-# The most events one `run_until` call may run: a simulation that gets stuck producing
-# events at one instant fails instead of hanging (limits on everything, DESIGN.md).
-EVENTS_PER_RUN_MAX = 50_000_000
+from kraftcore.limits import SIM_EVENTS_PER_RUN_MAX
+
 
 
 class Scheduler:
@@ -72,8 +71,8 @@ class Scheduler:
         ran = 0
         heap = self._heap
         while heap and heap[0][0] <= end_ms:
-            if ran >= EVENTS_PER_RUN_MAX:
-                raise RuntimeError(f"more than {EVENTS_PER_RUN_MAX} events before {end_ms} ms")
+            if ran >= SIM_EVENTS_PER_RUN_MAX:
+                raise RuntimeError(f"more than {SIM_EVENTS_PER_RUN_MAX} events before {end_ms} ms")
             self.run_next()
             ran += 1
             if after_event is not None:

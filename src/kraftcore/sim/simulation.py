@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import hashlib
 
+from kraftcore.limits import SIM_EVENTS_PER_SEED_MAX, SIM_TRACE_TAIL_LINES_MAX
 from kraftcore.sim.faults import Faults
 from kraftcore.sim.hostile import Hostile, plan_to_json
 from kraftcore.sim.invariants import Checker, SimViolation
@@ -26,10 +27,6 @@ from kraftcore.sim.params import SimParams
 from kraftcore.sim.scheduler import Rngs, Scheduler
 from kraftcore.sim.workload import Workload
 
-# The most events one seed may run: a livelocked run fails instead of running forever.
-EVENTS_PER_SEED_MAX = 5_000_000
-# Trace lines kept for a failure report.
-TRACE_TAIL_LINES = 60
 # How often the liveness phase looks for a leader and re-proposes (ms).
 LIVENESS_PROBE_MS = 10
 LIVENESS_REPROPOSE_MS = 500
@@ -101,7 +98,7 @@ class Simulation:
         self.trace_output = trace_output
         self.tracing = trace_output is not None
         self._trace_hash = hashlib.blake2b(digest_size=16)
-        self.trace_tail = collections.deque(maxlen=TRACE_TAIL_LINES)
+        self.trace_tail = collections.deque(maxlen=SIM_TRACE_TAIL_LINES_MAX)
         self.dirty = set()
         self.network = Network(self.scheduler, network_rng, params.network, self._deliver,
                                self._on_network_event)
@@ -178,8 +175,8 @@ class Simulation:
             for node in sorted(dirty, key=_node_id):
                 check(node)
             dirty.clear()
-        if self.scheduler.events_run > EVENTS_PER_SEED_MAX:
-            raise SimViolation(f"more than {EVENTS_PER_SEED_MAX} events: the run is stuck "
+        if self.scheduler.events_run > SIM_EVENTS_PER_SEED_MAX:
+            raise SimViolation(f"more than {SIM_EVENTS_PER_SEED_MAX} events: the run is stuck "
                                f"({self.describe_nodes()})")
 
     def run(self):

@@ -5,13 +5,12 @@ committed value is one of them and sits at one offset only). Values are
 `b"<node>-<sequence>"`, unique over the run. A proposal refused with `NotLeaderError` moves
 the client to the leader the error names (or to a random node when none is known); the
 refused values are not retried, so a value is proposed once. The client waits while the
-leader's uncommitted tail is longer than `UNCOMMITTED_OFFSETS_MAX` offsets.
+leader's uncommitted tail is longer than `SIM_UNCOMMITTED_OFFSETS_MAX` offsets.
 """
 
 from kraftcore.errors import NotLeaderError
+from kraftcore.limits import SIM_UNCOMMITTED_OFFSETS_MAX
 
-# The most offsets the client lets a leader hold above its high watermark before it waits.
-UNCOMMITTED_OFFSETS_MAX = 500
 
 
 class Workload:
@@ -54,7 +53,7 @@ class Workload:
         core = node.core
         if core.role != "leader" or core.high_watermark is None:
             return False
-        return core.log_end_offset - core.high_watermark > UNCOMMITTED_OFFSETS_MAX
+        return core.log_end_offset - core.high_watermark > SIM_UNCOMMITTED_OFFSETS_MAX
 
     def _choose(self):
         nodes = self.sim.nodes

@@ -24,7 +24,7 @@ Rules this module keeps:
 * Every violation names its file and, where there is one, the record: its offset inside the
   snapshot (offsets start at 0, the header is offset 0), the byte position of its batch,
   and a short description ("PartitionRecord orders-3").
-* A file lists at most `FILE_VIOLATIONS_MAX` violations; `violation_counts` still counts
+* A file lists at most `SPARK_FILE_VIOLATIONS_MAX` violations; `violation_counts` still counts
   every one.
 """
 
@@ -36,6 +36,7 @@ from typing import NamedTuple
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, KraftcoreError, ProtocolError,
                               UnsupportedCompressionError)
+from kraftcore.limits import SPARK_FILE_VIOLATIONS_MAX
 from kraftcore.log import reader
 from kraftcore.log.snapshots import parse_file_name
 from kraftcore.metadata import records as R
@@ -48,14 +49,9 @@ __all__ = [
     "Check", "CHECKS", "CHECK_NAMES", "Violation", "FileResult", "analyze_file",
     "snapshot_records", "record_key", "describe", "field_differences", "fingerprints",
     "diff_fingerprints", "topic_names", "plan_node_comparisons", "node_difference_violations",
-    "epoch_regressions", "epoch_violation", "snapshot_id_text", "FILE_VIOLATIONS_MAX",
-    "PAIR_DIFFERENCES_MAX",
+    "epoch_regressions", "epoch_violation", "snapshot_id_text",
 ]
 
-FILE_VIOLATIONS_MAX = 100
-"""The most violations one file lists (the rest are counted)."""
-PAIR_DIFFERENCES_MAX = 20
-"""The most differing records listed for one file that disagrees with another."""
 
 
 class Check(NamedTuple):
@@ -233,7 +229,7 @@ class FileResult:
                 other_file=None):
         counts = self.violation_counts
         counts[check] = counts.get(check, 0) + 1
-        if len(self.violations) < FILE_VIOLATIONS_MAX:
+        if len(self.violations) < SPARK_FILE_VIOLATIONS_MAX:
             self.violations.append(Violation(
                 check, self.node, self.path, snapshot_id_text(self.snapshot_id), offset,
                 position, record, message, other_file))

@@ -31,7 +31,8 @@ import warnings
 
 from kraftcore.spark import checks as C
 from kraftcore.spark.replay import replay_node
-from kraftcore.spark.report import CROSS_VIOLATIONS_MAX, Report
+from kraftcore.limits import SPARK_CROSS_VIOLATIONS_MAX, SPARK_PAIR_DIFFERENCES_MAX
+from kraftcore.spark.report import Report
 
 __all__ = ["verify_with_spark", "snapshot_tables", "decoded_files", "tables", "TABLES",
            "FILE_SCHEMA", "local_path"]
@@ -449,7 +450,7 @@ def _compare_nodes(spark, report, summaries):
             F.col("offset").isNull(), F.coalesce("offset", "other_offset"), "key")
         ranked = (differ.withColumn("rank", F.row_number().over(order))
                   .withColumn("total", F.count(F.lit(1)).over(Window.partitionBy("pair"))))
-        rows = ranked.where(F.col("rank") <= C.PAIR_DIFFERENCES_MAX).collect()
+        rows = ranked.where(F.col("rank") <= SPARK_PAIR_DIFFERENCES_MAX).collect()
         topics = prints.where(F.col("key").startswith("topic/")).select("path", "key",
                                                                         "value").collect()
     finally:
@@ -471,7 +472,7 @@ def _compare_nodes(spark, report, summaries):
                                               found[0].total if found else 0, topic_names)
         total += len(listed)
         violations += listed
-    report.add_violations("nodes-agree", violations[:CROSS_VIOLATIONS_MAX], total=total,
+    report.add_violations("nodes-agree", violations[:SPARK_CROSS_VIOLATIONS_MAX], total=total,
                           checked=compared)
 
 
@@ -506,7 +507,7 @@ def _epochs(spark, decoded, report):
     if counts.regressed:
         rows = (lagged.where(regressed)
                 .orderBy("node", "end_offset", "epoch", "file_index", "offset")
-                .limit(CROSS_VIOLATIONS_MAX).collect())
+                .limit(SPARK_CROSS_VIOLATIONS_MAX).collect())
     path_of = [path for _, path in paths]
     violations = [C.epoch_violation(C.EpochRegression(
         r.node, path_of[r.file_index], (r.end_offset, r.epoch), r.topic_id, r.topic_name,

@@ -12,7 +12,8 @@ import time
 from kraftcore.metadata.records import cyclic_gc_paused
 from kraftcore.spark import checks as C
 from kraftcore.spark.replay import replay_node
-from kraftcore.spark.report import CROSS_VIOLATIONS_MAX, Report
+from kraftcore.limits import SPARK_CROSS_VIOLATIONS_MAX, SPARK_PAIR_DIFFERENCES_MAX
+from kraftcore.spark.report import Report
 
 __all__ = ["verify_in_process", "read_file"]
 
@@ -67,7 +68,7 @@ def _verify(nodes, progress):
     started = time.monotonic()
     regressions, compared = C.epoch_regressions(partition_rows)
     report.add_violations("epochs-monotonic",
-                          [C.epoch_violation(r) for r in regressions[:CROSS_VIOLATIONS_MAX]],
+                          [C.epoch_violation(r) for r in regressions[:SPARK_CROSS_VIOLATIONS_MAX]],
                           total=len(regressions), checked=compared)
     report.time_phase("epochs-monotonic", time.monotonic() - started)
 
@@ -103,8 +104,8 @@ def compare_nodes(report, summaries):
         differences = C.diff_fingerprints(mine, ref)
         names = {**C.topic_names(ref), **C.topic_names(mine)}
         found = C.node_difference_violations(
-            pair, differences[:C.PAIR_DIFFERENCES_MAX], len(differences), names)
+            pair, differences[:SPARK_PAIR_DIFFERENCES_MAX], len(differences), names)
         total += len(found)
         violations += found
-    report.add_violations("nodes-agree", violations[:CROSS_VIOLATIONS_MAX], total=total,
+    report.add_violations("nodes-agree", violations[:SPARK_CROSS_VIOLATIONS_MAX], total=total,
                           checked=compared)

@@ -29,17 +29,15 @@ from typing import NamedTuple
 
 from kraftcore.errors import KraftcoreError
 from kraftcore.layout import LOG_SUFFIX, METADATA_PARTITION_DIR, parse_segment_name
+from kraftcore.limits import METADATA_APPLY_BYTES_MAX, SPARK_PAIR_DIFFERENCES_MAX
 from kraftcore.log import reader
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import image_records
-from kraftcore.spark.checks import (PAIR_DIFFERENCES_MAX, Violation, describe,
+from kraftcore.spark.checks import (Violation, describe,
                                     field_differences, keyed, snapshot_id_text,
                                     snapshot_records)
 
 __all__ = ["find_log_dir", "iter_log_batches", "replay_node", "ReplayResult", "LogProblem"]
-
-# The most bytes of log batches handed to the loader at once.
-_APPLY_BYTES = 8 * 1024 * 1024
 
 
 class LogProblem(Exception):
@@ -159,7 +157,7 @@ def replay_node(node, log_dir, snapshots):
                 pending.append(batch)
                 pending_bytes += len(batch.data)
                 position = batch.last_offset + 1
-                if pending_bytes >= _APPLY_BYTES:
+                if pending_bytes >= METADATA_APPLY_BYTES_MAX:
                     loader.apply(pending)
                     pending, pending_bytes = [], 0
             if pending:
@@ -233,11 +231,12 @@ def _compare(node, path, sid, image):
             differences.append((None, desc, f"{desc} is missing from the snapshot; the log "
                                 "replay holds it"))
     differences.sort(key=lambda d: (d[0] is None, d[0] or 0))
-    for offset, desc, message in differences[:PAIR_DIFFERENCES_MAX]:
+    for offset, desc, message in differences[:SPARK_PAIR_DIFFERENCES_MAX]:
         out.append(Violation("log-replay", node, path, sid_text, offset, None, desc,
                              f"snapshot {sid_text}: {message}"))
-    if len(differences) > PAIR_DIFFERENCES_MAX:
+    if len(differences) > SPARK_PAIR_DIFFERENCES_MAX:
+        hidden = len(differences) - SPARK_PAIR_DIFFERENCES_MAX
         out.append(Violation("log-replay", node, path, sid_text, None, None, None,
-                             f"snapshot {sid_text}: {len(differences) - PAIR_DIFFERENCES_MAX}"
-                             " more records differ from the log replay (not listed)"))
+                             f"snapshot {sid_text}: {hidden} more records differ from the log "
+                             "replay (not listed)"))
     return out

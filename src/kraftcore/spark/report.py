@@ -14,9 +14,10 @@ import os
 import time
 
 import kraftcore
+from kraftcore.limits import SPARK_SHOWN_VIOLATIONS_MAX
 from kraftcore.spark.checks import CHECK_NAMES, CHECKS, snapshot_id_text
 
-__all__ = ["Report", "CHECK_UNITS", "CROSS_VIOLATIONS_MAX", "SHOWN_VIOLATIONS"]
+__all__ = ["Report", "CHECK_UNITS"]
 
 CHECK_UNITS = {
     "batch-crc": "files", "batch-format": "files", "header-first": "files",
@@ -25,10 +26,6 @@ CHECK_UNITS = {
     "replicas-registered": "partitions", "topics-unique": "topics",
     "partitions-have-topics": "partitions", "epochs-monotonic": "partition pairs",
 }
-CROSS_VIOLATIONS_MAX = 1000
-"""The most violations a cross-file check lists (the rest are counted)."""
-SHOWN_VIOLATIONS = 50
-"""The most violations the text report prints (`--output` has them all)."""
 _FILE_CHECKS = ("batch-crc", "batch-format", "header-first", "footer-last", "batch-epoch")
 _PARTITION_CHECKS = ("leader-in-isr", "isr-subset", "replicas-registered",
                      "partitions-have-topics")
@@ -151,7 +148,7 @@ class Report:
 
     # ------------------------------------------------------------------ text
 
-    def render(self, shown=SHOWN_VIOLATIONS):
+    def render(self, shown=SPARK_SHOWN_VIOLATIONS_MAX):
         """The report for a terminal: the summary, one line per check, the first `shown`
         violations and the verdict."""
         lines = []

@@ -1,35 +1,34 @@
-"""The append kernel: native twin of `kraftcore._py.appends` (read its docstring for the
-contract). The checks of an `append` call, its gathering and the settling loop run here
-without a Python frame per call; the callers' waiters are still called one by one.
+"""The Raft driver's append bookkeeping, compiled as `kraftcore.runtime._appends`: native twin
+of `kraftcore.runtime.appends` (read its docstring for the contract). The checks of an
+`append` call, its gathering and the settling loop run here without a Python frame per
+call; the callers' waiters are still called one by one. It knows nothing of Raft: the
+driver sets `open`.
 """
 cimport cython
 
 
 @cython.final
 cdef class AppendGather:
-    """The append calls gathered for a leader's next batch (`kraftcore._py.appends`)."""
+    """The append calls gathered for the next batch (`kraftcore.runtime.appends`)."""
 
     cdef readonly list values
     cdef readonly list ends
     cdef readonly list waiters
-    cdef readonly bint closed
-    cdef object _quorum
+    cdef public bint open
     cdef object _kick
     cdef object _fallback
 
-    def __init__(self, quorum, kick, fallback):
+    def __init__(self, kick, fallback):
         self.values = []
         self.ends = []
         self.waiters = []
-        self.closed = False
-        self._quorum = quorum
+        self.open = False
         self._kick = kick
         self._fallback = fallback
 
     def append(self, values, callback=None):
-        if (self.closed or callback is None or type(values) is not list
-                or not (<list>values) or self._quorum.role != "leader"
-                or not callable(callback)):
+        if (not self.open or callback is None or type(values) is not list
+                or not (<list>values) or not callable(callback)):
             return self._fallback(values, callback)
         self._add(<list>values, callback)
         return None
@@ -55,14 +54,14 @@ cdef class AppendGather:
         return taken
 
     def close(self):
-        self.closed = True
+        self.open = False
         return self.take()[2]
 
 
 @cython.wraparound(False)
 def settle_calls(list ends not None, list waiters not None, Py_ssize_t start,
                  Py_ssize_t stop, shift, on_error):
-    """Call each waiter of `ends[start:stop]` with its offset (`kraftcore._py.appends`)."""
+    """Call each waiter of `ends[start:stop]` with its offset (`kraftcore.runtime.appends`)."""
     cdef Py_ssize_t k
     if start < 0 or stop < 0:
         raise ValueError(f"settle_calls() needs a start and stop >= 0, not {start}, {stop}")
