@@ -212,7 +212,8 @@ class MetadataError(KraftcoreError):
 
 class MetadataLoadError(KraftcoreError):
     """A metadata image cannot be loaded from a snapshot file or a metadata log directory
-    (`kraftcore.metadata.directory`): the file or directory is missing or unreadable, is
+    (`kraftcore.log.metadata_dir` reads it, `kraftcore.metadata.directory` assembles the
+    image): the file or directory is missing or unreadable, is
     not a snapshot or a metadata log, or its records are missing or do not replay. The
     message is one line naming the file and what to give instead."""
 

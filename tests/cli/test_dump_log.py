@@ -129,13 +129,67 @@ def test_truncated_tail_prints_what_it_read_and_exits_1(segment, tmp_path):
     assert "cut short" in out
 
 
-def test_zeros_after_the_last_batch_end_the_dump_quietly(segment, tmp_path):
+def test_zeros_after_the_last_batch_end_the_dump_with_a_line_not_damage(segment, tmp_path):
     """An active segment of a running node (or one killed) has zeros after its data when
-    its log preallocates or prefills: they are not a batch, and not damage."""
+    its log preallocates or prefills: they are not a batch, and not damage, but the dump
+    says where they start and how many there are."""
+    data = segment.read_bytes()
     zeroed = tmp_path / "00000000000000000000.log"
-    zeroed.write_bytes(segment.read_bytes() + bytes(4096))
+    zeroed.write_bytes(data + bytes(4096))
     status, out, _ = _run(str(zeroed), "--metadata-decoder")
     assert status == 0 and out.count("baseOffset:") == 3 and "Corruption" not in out
+    assert (f"Zeros in {zeroed} at byte {len(data)}: 4096 zero bytes after the last batch"
+            in out.splitlines()[-1])
+    status, out, _ = _run(str(zeroed), "--json")
+    last = json.loads(out.splitlines()[-1])
+    assert status == 0 and "error" not in last
+    assert (last["position"], last["zeroBytes"]) == (len(data), 4096)
+
+
+@pytest.mark.parametrize("zeros, status, says", [
+    (5, 1, "Corruption in {path} at byte {end}: Found 5 invalid bytes at the end (a "
+           "truncated batch header)"),
+    (10, 0, "Zeros in {path} at byte {end}: 10 zero bytes after the last batch"),
+])
+def test_a_short_zero_tail_is_never_passed_over_in_silence(segment, tmp_path, zeros, status,
+                                                           says):
+    """The next batch would start at offset 5, whose int64 has seven leading zero bytes: up
+    to seven zeros may be a header cut short (torn, damage); more cannot be, and are zeros
+    written ahead of the data. Either way the dump says so, with the count."""
+    data = segment.read_bytes()
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data + bytes(zeros))
+    got, out, _ = _run(str(path))
+    assert got == status and out.count("baseOffset:") == 3
+    assert out.splitlines()[-1].startswith(says.format(path=path, end=len(data)))
+
+
+def test_a_renamed_copy_with_offsets_past_2_to_the_31_dumps_whole(tmp_path):
+    """A sound segment copied to a name without its base offset (`x.log`) is read from its
+    first batch's offset, as before the reader was shared: its offsets above 2**31 are no
+    damage."""
+    big = 3_000_000_000
+    path = tmp_path / "x.log"
+    path.write_bytes(_metadata_batch(big) + _leader_change(big + 2))
+    status, out, _ = _run(str(path), "--metadata-decoder")
+    assert status == 0 and "Corruption" not in out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("baseOffset:")] \
+        == [str(big), str(big + 2)]
+
+
+def test_offsets_that_go_back_are_damage_and_say_so(tmp_path):
+    """Within a file offsets only have to increase (a dump reads files alone, gaps are
+    allowed), but a batch that repeats offsets below the one before it is damage."""
+    path = tmp_path / "x.log"
+    first = _metadata_batch(5)
+    path.write_bytes(first + _metadata_batch(3))
+    status, out, _ = _run(str(path))
+    assert status == 1 and out.count("baseOffset:") == 1
+    assert out.splitlines()[-1] == (
+        f"Corruption in {path} at byte {len(first)}: the offsets go back from 6 to 3: the "
+        "batch at offset 3 repeats offsets below 7 (offsets must increase)")
+    path.write_bytes(first + _metadata_batch(10))  # a gap: fine for a file read alone
+    assert _run(str(path))[0] == 0
 
 
 @pytest.mark.parametrize("name", ["00000000000000000000.log",

@@ -247,6 +247,59 @@ def test_preallocated_zeros_after_the_log_end_are_not_damage(history, tmp_path):
     assert loaded.warnings == [] and loaded.image == history.image
 
 
+def test_segment_files_that_are_not_part_of_the_log_are_left_out_with_a_warning(
+        history, tmp_path, capsys):
+    """Files a node's recovery would set aside (`<name>.stray`): an empty segment based
+    inside the one before it, a copy whose first batch is not at its name's offset. The
+    image is the log's; each file gets a warning, and the shell goes on."""
+    path = write_dir(tmp_path, history)
+    segments = sorted(n for n in os.listdir(path) if n.endswith(".log"))
+    empty = f"{history.batches[0].base_offset + 1:020d}.log"
+    assert empty not in segments
+    open(os.path.join(path, empty), "wb").close()
+    with open(os.path.join(path, segments[0]), "rb") as f:
+        copy = f.read()
+    misnamed = f"{history.batches[-1].last_offset + 100:020d}.log"
+    with open(os.path.join(path, misnamed), "wb") as f:
+        f.write(copy)  # its first batch is at offset 0
+    loaded = load_directory(path)
+    assert loaded.image == history.image
+    assert [w.split(": ", 1)[0] for w in loaded.warnings] == [
+        os.path.join(path, empty), os.path.join(path, misnamed)]
+    assert all("left out" in w and "not part of the log" in w for w in loaded.warnings)
+    assert "its first batch starts at offset 0" in loaded.warnings[1]
+    code, out, err = shell(capsys, "--dir", path, "cat", "/image/producerIds/nextProducerId")
+    assert code == 0 and out.strip() != "-1"
+    assert len(lines(err)) == 2 and all("warning:" in line for line in lines(err))
+
+
+def test_a_log_that_starts_above_the_snapshot_is_a_gap(history, tmp_path, capsys):
+    """The newest snapshot ends at offset `cut`; the log after it must reach down to it.
+    A first segment above it (the segments before it missing) leaves offsets neither holds:
+    an error, whether or not that segment holds batches."""
+    path = write_dir(tmp_path, history)
+    segments = sorted(n for n in os.listdir(path) if n.endswith(".log"))
+    bases = [int(n[:20]) for n in segments]
+    keep = next(b for b in bases if b > history.cut)
+    for base in bases:
+        if base < keep:
+            os.unlink(os.path.join(path, f"{base:020d}.log"))
+    code, out, err = shell(capsys, "--dir", path, "ls")
+    assert (code, out) == (2, "") and len(lines(err)) == 1
+    assert (f"{os.path.join(path, f'{keep:020d}.log')}: the log has no batch at offset "
+            f"{history.cut} (the next one starts at {keep}): records are missing") in err
+    for name in os.listdir(path):
+        if name.endswith(".log"):
+            os.unlink(os.path.join(path, name))
+    open(os.path.join(path, f"{history.cut + 1:020d}.log"), "wb").close()  # empty
+    code, _, err = shell(capsys, "--dir", path, "ls")
+    assert code == 2 and f"no batch at offset {history.cut}" in err
+    os.rename(os.path.join(path, f"{history.cut + 1:020d}.log"),
+              os.path.join(path, f"{history.cut:020d}.log"))  # at the snapshot's end: fine
+    loaded = load_directory(path)
+    assert loaded.image == history.cut_image and loaded.warnings == []
+
+
 # ============================================================================ the tree
 
 

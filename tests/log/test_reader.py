@@ -120,6 +120,26 @@ def test_offsets_that_jump_are_a_jump(tmp_path):
     backwards = b"".join(d for _, d in _batches(3, 2) + _batches(0, 1))
     _, damage = _read(_segment(tmp_path, 0, backwards), contiguous=False)
     assert damage.kind == reader.JUMP and "repeats offsets below 5" in damage.reason
+    assert "the offsets go back from 4 to 0" in damage.reason
+
+
+def test_a_file_not_named_by_its_base_offset_reads_from_its_first_batch(tmp_path):
+    """A copy named `x.log` has no base offset in its name: its offsets are checked from
+    its first batch's, so offsets past 2**31 (relative to 0 they would not fit an int32)
+    read back whole."""
+    big = 3_000_000_000
+    data = b"".join(d for _, d in _batches(big, 3))
+    batches, damage = _read(_write(tmp_path / "x.log", data))
+    assert damage is None and [b.base_offset for b in batches] == [big, big + 1, big + 2]
+    batches, damage = _read(tmp_path / "x.log", contiguous=False)
+    assert damage is None and len(batches) == 3
+    # the name still rules when it gives a base offset
+    _, damage = _read(_segment(tmp_path, 0, data))
+    assert damage is not None and damage.position == 0
+    # no header to go by: from 0, as before
+    assert _read(_write(tmp_path / "y.log", b"")) == ([], None)
+    _, damage = _read(_write(tmp_path / "z.log", bytes(5)))
+    assert damage.kind == reader.TORN
 
 
 def test_an_epoch_going_back_is_an_epoch_damage_when_epochs_are_strict(tmp_path):
@@ -188,12 +208,52 @@ def test_only_the_last_segment_may_end_torn_or_in_zeros(tmp_path):
     assert damage.kind == reader.GAP and "is damaged at byte" in damage.reason
 
 
-def test_files_that_are_not_segments_of_the_log_are_skipped(tmp_path):
+def test_files_that_are_not_segments_of_the_log_are_stray_and_reading_goes_on(tmp_path):
     _segment(tmp_path, 0, b"".join(d for _, d in _batches(0, 3)))
     _segment(tmp_path, 1, b"")  # empty, based inside the segment before it
     _segment(tmp_path, 3, b"".join(d for _, d in _batches(7, 1)))  # a copy of another log
+    _segment(tmp_path, 4, b"".join(d for _, d in _batches(3, 2)))  # misnamed: stray too
     _write(tmp_path / "00000000000000000000.log.stray", b"junk")
-    assert [i.base_offset for i in reader.read_directory(str(tmp_path))] == [0, 1, 2]
+    items = list(reader.read_directory(str(tmp_path)))
+    batches = [i for i in items if isinstance(i, reader.LogBatch)]
+    strays = [i for i in items if isinstance(i, reader.Damage)]
+    assert [b.base_offset for b in batches] == [0, 1, 2]
+    assert [(d.kind, d.position, os.path.basename(d.file), d.base_offset) for d in strays] == [
+        (reader.STRAY, 0, "00000000000000000001.log", 1),
+        (reader.STRAY, 0, "00000000000000000003.log", 7),
+        (reader.STRAY, 0, "00000000000000000004.log", 3)]
+    assert "holds no batch, and its base offset 1 lies inside 00000000000000000000.log" in \
+        strays[0].reason and "not part of the log" in strays[0].reason
+    assert "its first batch starts at offset 7, not at the base offset 3" in strays[1].reason
+    # a stray file is no fatal damage: a segment after it is still read
+    _segment(tmp_path, 5, b"".join(d for _, d in _batches(3, 2)))
+    os.rename(tmp_path / "00000000000000000005.log", tmp_path / "00000000000000000003.log")
+    os.unlink(tmp_path / "00000000000000000004.log")
+    items = list(reader.read_directory(str(tmp_path)))
+    assert [(type(i).__name__, i.base_offset) for i in items] == [
+        ("LogBatch", 0), ("LogBatch", 1), ("LogBatch", 2), ("Damage", 1),
+        ("LogBatch", 3), ("LogBatch", 4)]
+
+
+def test_a_first_segment_above_the_start_offset_is_a_gap(tmp_path):
+    _segment(tmp_path, 5, b"".join(d for _, d in _batches(5, 2)))
+    *batches, damage = reader.read_directory(str(tmp_path), start_offset=3)
+    assert batches == []
+    assert (damage.kind, damage.position, damage.next_offset, damage.base_offset) == (
+        reader.GAP, 0, 3, 5)
+    assert damage.file == str(tmp_path / "00000000000000000005.log")
+    assert "offsets [3, 5) are missing" in damage.reason
+    # at or above the first segment's base: no gap (the batches below the start are read)
+    for start in (5, 6, None):
+        items = list(reader.read_directory(str(tmp_path), start_offset=start))
+        assert [i.base_offset for i in items] == [5, 6]
+    # a stray first file does not count: the first segment of the log does
+    _segment(tmp_path, 0, b"".join(d for _, d in _batches(9, 1)))
+    items = list(reader.read_directory(str(tmp_path), start_offset=3))
+    assert [i.kind for i in items] == [reader.STRAY, reader.GAP]
+    # no segment at all: nothing to judge
+    (tmp_path / "empty").mkdir()
+    assert list(reader.read_directory(str(tmp_path / "empty"), start_offset=3)) == []
 
 
 @pytest.mark.parametrize("tail, kind", [(b"\0" * 4096, reader.ZEROS),

@@ -383,6 +383,58 @@ def test_replay_counts_snapshots_past_the_log_as_not_covered(tmp_path, history):
     assert result.violations == [] and result.compared == 2 and result.not_covered == 1
 
 
+def test_segments_that_are_not_part_of_the_log_are_notes_not_violations(tmp_path, history):
+    """Files a node's recovery sets aside (an empty segment based inside the one before it,
+    a copy whose first batch is not at its name's offset) are left out of the replay and
+    reported as notes; the report stays ok."""
+    log_dir, snaps = _node(tmp_path, history, history.cuts[:2], segment_bytes=2048)
+    segments = sorted(n for n in os.listdir(log_dir) if n.endswith(".log"))
+    open(os.path.join(log_dir, f"{1:020d}.log"), "wb").close()
+    shutil.copy(os.path.join(log_dir, segments[0]), os.path.join(log_dir, f"{2:020d}.log"))
+    result = replay_node("n", log_dir, snaps)
+    assert result.violations == [] and result.compared == 2
+    assert [n.split(": ", 1)[0] for n in result.notes] == [
+        os.path.join(log_dir, f"{1:020d}.log"), os.path.join(log_dir, f"{2:020d}.log")]
+    assert all("left out of the replay" in n and "not part of the log" in n
+               for n in result.notes)
+    report = verify_in_process(discover_nodes([os.path.dirname(log_dir)], []))
+    assert report.ok and len(report.notes) == 2
+    assert report.notes[0].startswith("node: ") and report.to_dict()["notes"] == report.notes
+    assert f"  note: {report.notes[1]}" in report.render().splitlines()
+
+
+def test_a_log_that_starts_above_the_newest_snapshot_is_a_violation(tmp_path, history):
+    """The newest snapshot ends at offset E: the node's log must reach down to E, or the
+    offsets between them are held by neither (before, every snapshot only counted as not
+    covered)."""
+    log_dir, snaps = _node(tmp_path, history, history.cuts[:2], segment_bytes=2048)
+    newest = snaps[-1][1][0]
+    bases = sorted(int(n[:20]) for n in os.listdir(log_dir) if n.endswith(".log"))
+    keep = next(b for b in bases if b > newest)
+    for base in bases:
+        if base < keep:
+            os.unlink(os.path.join(log_dir, f"{base:020d}.log"))
+    result = replay_node("n", log_dir, snaps)
+    [v] = result.violations
+    assert v.check == "log-replay" and result.compared == 0 and result.not_covered == 2
+    assert f"offsets [{newest}, {keep}) are missing" in v.message
+    assert v.other_file == os.path.join(log_dir, f"{keep:020d}.log")
+
+
+def test_an_epoch_going_back_in_the_last_segment_is_a_violation(tmp_path, history):
+    log_dir, snaps = _node(tmp_path, history, history.cuts[:1])
+    last = history.batches[-1]
+    older = codec.encode_batch([b"x"], base_offset=last.last_offset + 1,
+                               leader_epoch=last.epoch - 1, timestamp=TS)
+    with open(os.path.join(log_dir, "00000000000000000000.log"), "ab") as f:
+        f.write(older)
+    with pytest.raises(LogProblem, match="epoch"):
+        list(iter_log_batches(log_dir))
+    result = replay_node("n", log_dir, snaps + [(snaps[0][0], (last.last_offset + 2, 1))])
+    assert [v.check for v in result.violations] == ["log-replay"]
+    assert result.compared == 1
+
+
 # ------------------------------------------------------------------ inputs and report
 
 def test_inputs_are_checked(tmp_path):

@@ -15,8 +15,12 @@ corruption does not stop the dump early without saying so: what could be read is
 then the position and reason of the damage, and the command exits 1. Exit 2 is a usage
 error or a file that cannot be opened; 0 means every file was read whole and valid.
 Zeros after the last batch (a log that preallocates or prefills writes them ahead of its
-data) end a dump quietly; a file of zeros with no batch at all, or zeros followed by
-anything else, is damage. An empty file is valid: it holds no batch.
+data) end a dump with a line saying where and how many (`Zeros in FILE at byte N: …`), not
+damage; no more zeros than a cut-short batch header could start with are a torn header
+(damage, `Found N invalid bytes at the end …`). A file of zeros with no batch at all, or
+zeros followed by anything else, is damage. Batches are read from the base offset the file
+name gives (`<20 digits>.log`), else from the first batch's, and their offsets must increase:
+a batch whose offsets go back is damage. An empty file is valid: it holds no batch.
 """
 
 import json
@@ -149,12 +153,10 @@ def _dump_records(batch, p):
 
 
 def _dump_batches(path, p, metadata_decoder):
-    """Dump every batch of a segment or snapshot file; returns the damage where the batches
-    stop (None at the end, or at zeros written ahead of the data)."""
+    """Dump every batch of a segment or snapshot file; returns the `reader.Damage` where
+    the batches stop (a ZEROS one for zeros written ahead of the data), None at the end."""
     for item in reader.read_file(path, contiguous=False):
         if isinstance(item, reader.Damage):
-            if item.kind == reader.ZEROS and item.position > 0:
-                return None
             return item
         (batch,) = codec.decode_batches(item.data, verify=False)
         fields = _batch_fields(batch)
@@ -200,7 +202,12 @@ def dump_file(path, p, metadata_decoder):
         elif name == BOOTSTRAP_CHECKPOINT_FILE:
             p.emit("KRaft bootstrap snapshot", {"bootstrapSnapshot": True})
         damage = _dump_batches(path, p, metadata_decoder)
-    if damage is not None:
+    if damage is not None and damage.kind == reader.ZEROS and damage.position > 0:
+        # Not damage, but said: the bytes past the last batch are not silently skipped.
+        p.emit(f"Zeros in {path} at byte {damage.position}: {damage.reason}",
+               {"file": path, "position": damage.position,
+                "zeroBytes": size - damage.position, "reason": damage.reason})
+    elif damage is not None:
         p.problem(f"Corruption in {path} at byte {damage.position}: {damage.reason}",
                   {"file": path, "position": damage.position, "reason": damage.reason})
 

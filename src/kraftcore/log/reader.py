@@ -24,11 +24,17 @@ that never go back). Where the batches stop, the bytes left are judged, in this 
 * EPOCH: a sound batch whose leader epoch is below the previous batch's (`strict_epochs`).
 * GAP (a log directory only): a segment that does not start where the one before ends
   (offsets missing, or two segments claiming the same offsets), or that follows a segment
-  damaged before its end. Only the last segment may end in a torn or damaged tail.
+  damaged before its end; and, when the caller knows where the log starts, a first
+  segment that starts above it (the segments before it are missing). Only the last
+  segment may end in a torn or damaged tail.
+* STRAY (a log directory only, not fatal): a segment file that is not part of the log: one
+  that holds no batch while its base offset lies inside the segment before it, or one
+  whose first batch is sound but starts at another offset than its name says (a copy, a
+  file renamed by hand). Recovery sets such files aside (`<name>.stray`); a reader is told
+  (position 0, the file, why) and reads on without it.
 
-In a log directory a segment that holds no batch while its base offset lies inside the
-segment before it, and a segment whose first batch is sound but starts at another offset
-than its name says, are not part of the log (recovery sets them aside): they are skipped.
+A file read alone (`read_file`) whose name gives no base offset (not `<20 digits>.log`, e.g.
+a renamed copy or a snapshot) is read from the base offset its first batch names.
 """
 
 import itertools
@@ -38,6 +44,7 @@ from typing import NamedTuple
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, InvalidAppendError, UnsupportedCompressionError
 from kraftcore.layout import (BATCH_HEAD, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN,
+                              BATCH_LENGTH_OFFSET,
                               CONTROL_MASK, CRC_START_OFFSET, LOG_OVERHEAD_BYTES, LOG_SUFFIX,
                               MAGIC, MAGIC_OFFSET, OFFSET_AND_LENGTH, OFFSET_INDEX_ENTRY,
                               TIME_INDEX_ENTRY, TIME_INDEX_SUFFIX, parse_prefix,
@@ -50,6 +57,7 @@ CRC = "crc"
 JUMP = "jump"
 EPOCH = "epoch"
 GAP = "gap"
+STRAY = "stray"
 
 # Bytes read from a file at a time (more when one batch is larger).
 READ_CHUNK_BYTES = 4 << 20
@@ -78,7 +86,10 @@ class Damage(NamedTuple):
     what the header there names (-1 when there is no header); `size` the bytes the bad
     batch declares when the file holds all of them (a reader can go on after it), else 0;
     `next_offset` the offset the batches before it end at (-1 when unknown). For a GAP,
-    `file` is the segment before the gap and `base_offset` the next segment's base."""
+    `file` is the segment before the gap and `base_offset` the next segment's base (a gap
+    before the first segment: `file` is that segment, `next_offset` where the log starts).
+    A STRAY names the file set aside, at position 0, with `base_offset` the offset its
+    first batch names (or its base offset when it holds none)."""
 
     file: str
     position: int
@@ -158,7 +169,9 @@ def judge_stop(data, stop, error, *, file=None, next_offset=-1, zero_tail=None,
             kind = JUMP
             reason = (f"the offsets jump from {next_offset - 1} to {base}"
                       if base > next_offset else
-                      f"the batch at offset {base} repeats offsets below {next_offset}")
+                      f"the offsets go back from {next_offset - 1} to {base}: the batch at "
+                      f"offset {base} repeats offsets below {next_offset} (offsets must "
+                      "increase)")
         elif isinstance(error, InvalidAppendError):
             kind = EPOCH
     return Damage(file, position, kind, reason, base, size, next_offset)
@@ -241,14 +254,22 @@ def read_file(path, *, base_offset=None, contiguous=True, latest_epoch=-1,
               strict_epochs=False, verify_records=True, chunk_bytes=READ_CHUNK_BYTES):
     """Yield the `LogBatch`es of the segment or snapshot file `path`, then, if they stop
     before its end, one `Damage`. `base_offset` (default: the one a segment file's name
-    gives, else 0) is where the offsets start; with `contiguous` the first batch must start
-    there and each follow the one before, otherwise offsets only have to increase.
-    `latest_epoch` and `strict_epochs` are `scan_batches`'s. An empty file holds no batch."""
+    gives, else the one the first batch's header names, else 0) is where the offsets start;
+    with `contiguous` the first batch must start there and each follow the one before,
+    otherwise offsets only have to increase. `latest_epoch` and `strict_epochs` are
+    `scan_batches`'s. An empty file holds no batch."""
     if base_offset is None:
-        base_offset = parse_prefix(os.path.basename(path)) or 0
+        base_offset = parse_prefix(os.path.basename(path))
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         file_bytes = os.fstat(fd).st_size
+        if base_offset is None:
+            # No name to go by: the offsets of a batch are checked relative to the base
+            # (they must fit an int32 above it), so start at the first batch's.
+            head = os.pread(fd, BATCH_LENGTH_OFFSET, 0)  # the int64 base offset
+            first = (int.from_bytes(head, "big", signed=True)
+                     if len(head) == BATCH_LENGTH_OFFSET else 0)
+            base_offset = max(first, 0)
         pos = 0
         next_offset = base_offset
         while pos < file_bytes:
@@ -372,10 +393,20 @@ def gap_between(name, base_offset, next_offset, damage, following_name, followin
     return None
 
 
-def read_directory(directory, *, verify_records=True):
+def read_directory(directory, *, start_offset=None, verify_records=True):
     """Yield the `LogBatch`es of the log in `directory` (its `.log` segments), in offset
-    order, and at most one `Damage` where the log cannot be read further: the last
-    segment's own damage (a zero tail is not reported), or a GAP."""
+    order, a STRAY `Damage` for each segment file that is not part of the log (read on
+    without it), and at most one other `Damage`, where the log cannot be read further: the
+    last segment's own damage (a zero tail is not reported), or a GAP.
+
+    `start_offset` is where the log must start, when the caller knows it (for a metadata
+    log, the end offset of the snapshot it is read after): a first segment based above it
+    is a GAP before any batch (`file` that segment, `next_offset` the start, `base_offset`
+    the segment's base). Without it the first segment is taken as the start: segments
+    missing before it cannot be told from segments deleted by retention, and a log start
+    offset checkpoint is not read here (`Log.open` reads it; it names where the log starts
+    but not the snapshot that covers the offsets below). Every pair of segments is judged,
+    those below `start_offset` too (a replay from offset 0 reads them)."""
     segments = segment_files(directory)
     previous = None  # (name, base, next offset, damage, end of its batches) of the last
     latest_epoch = -1
@@ -385,15 +416,27 @@ def read_directory(directory, *, verify_records=True):
                           strict_epochs=True, verify_records=verify_records)
         first = next(items, None)
         if isinstance(first, Damage) and first.kind == JUMP and first.position == 0:
-            continue  # a sound first batch at another offset: not a segment of this log
+            yield Damage(path, 0, STRAY, f"{name} is not part of the log: its first batch "
+                         f"starts at offset {first.base_offset}, not at the base offset "
+                         f"{base} its name says (a copy or a renamed file; recovery sets it "
+                         "aside)", first.base_offset)
+            continue
         if previous is not None:
             if (first is None or isinstance(first, Damage)) and base < previous[2]:
-                continue  # no batch, based inside the segment before: not part of the log
+                yield Damage(path, 0, STRAY, f"{name} is not part of the log: it holds no "
+                             f"batch, and its base offset {base} lies inside {previous[0]} "
+                             "(recovery sets it aside)", base)
+                continue
             gap = gap_between(previous[0], previous[1], previous[2], previous[3], name, base)
             if gap is not None:
                 yield Damage(os.path.join(directory, previous[0]), previous[4], GAP, gap,
                              base, 0, previous[2])
                 return
+        elif start_offset is not None and base > start_offset:
+            yield Damage(path, 0, GAP, f"the log must start at offset {start_offset} but "
+                         f"its first segment {name} starts at {base}: offsets "
+                         f"[{start_offset}, {base}) are missing", base, 0, start_offset)
+            return
         next_offset, damage, end = base, None, 0
         for item in itertools.chain([first], items) if first is not None else ():
             if isinstance(item, Damage):

@@ -365,6 +365,7 @@ def _verify(spark, nodes, export_dir, progress, master, arrow_batch_files,
                 report.add_violations("log-replay", result.violations,
                                       checked=result.compared)
                 report.not_covered += result.not_covered
+                report.add_notes(result.node, result.notes)
             report.time_phase("log-replay", time.monotonic() - started)
         else:
             report.skip("log-replay", "no --logs given")

@@ -80,6 +80,7 @@ def _verify(nodes, progress):
         result = replay_node(node.name, node.log_dir, usable.get(node.name, []))
         report.add_violations("log-replay", result.violations, checked=result.compared)
         report.not_covered += result.not_covered
+        report.add_notes(result.node, result.notes)
         if progress:
             progress("replaying metadata logs", i + 1, len(with_logs))
     if with_logs:

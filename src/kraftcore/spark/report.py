@@ -47,6 +47,7 @@ class Report:
         self.records = 0
         self.bytes = 0
         self.not_covered = 0
+        self.notes = []  # one line each: what a check left out and why (not a violation)
         self.export_dir = None
 
     # ------------------------------------------------------------------ filling
@@ -77,6 +78,11 @@ class Report:
         self.violations += violations
         self.counts[check] += len(violations) if total is None else total
         self.checked[check] += checked
+
+    def add_notes(self, node, notes):
+        """Lines worth knowing that are no violation (a segment file left out of a log
+        replay), each prefixed with its node."""
+        self.notes += [f"{node}: {note}" for note in notes]
 
     def skip(self, check, why):
         self.skipped[check] = why
@@ -136,6 +142,7 @@ class Report:
                         "unit": CHECK_UNITS[c.name], "violations": self.counts[c.name],
                         "skipped_because": self.skipped.get(c.name)} for c in CHECKS],
             "violations": [v.as_dict() for v in self.violations],
+            "notes": self.notes,
             "files": self.files,
             "timings_s": self.timings,
             "export": self.export_dir,
@@ -177,6 +184,8 @@ class Report:
         if self.not_covered:
             lines.append(f"  note: {self.not_covered} snapshot(s) are not covered by their "
                          "node's log (older than its first segment, or past its end)")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
         if self.violations:
             total = sum(self.counts.values())
             lines.append(f"violations ({total:,}):")
