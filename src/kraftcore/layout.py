@@ -63,10 +63,12 @@ BATCH_HEADER_FORMAT = ">qiibIhiqqqhii"  # every field, BATCH_HEADER_BYTES
 BATCH_HEAD_FORMAT = ">qiibIhi"
 BATCH_HEAD_BYTES = BASE_TIMESTAMP_OFFSET  # 27
 OFFSET_AND_LENGTH_FORMAT = ">qi"  # LOG_OVERHEAD_BYTES
+BATCH_LENGTH_FORMAT = ">i"  # at BATCH_LENGTH_OFFSET, up to LOG_OVERHEAD_BYTES
 STAMPED_HEADER_FORMAT = ">qii"  # STAMPED_HEADER_BYTES
 BATCH_HEADER = struct.Struct(BATCH_HEADER_FORMAT)
 BATCH_HEAD = struct.Struct(BATCH_HEAD_FORMAT)
 OFFSET_AND_LENGTH = struct.Struct(OFFSET_AND_LENGTH_FORMAT)
+BATCH_LENGTH = struct.Struct(BATCH_LENGTH_FORMAT)
 STAMPED_HEADER = struct.Struct(STAMPED_HEADER_FORMAT)
 
 # ------------------------------------------------------------------ records (§2.5)
@@ -207,6 +209,7 @@ def parse_snapshot_name(name):
 def _check_sizes():
     for layout, size in ((BATCH_HEADER, BATCH_HEADER_BYTES), (BATCH_HEAD, BATCH_HEAD_BYTES),
                          (OFFSET_AND_LENGTH, LOG_OVERHEAD_BYTES),
+                         (BATCH_LENGTH, LOG_OVERHEAD_BYTES - BATCH_LENGTH_OFFSET),
                          (STAMPED_HEADER, STAMPED_HEADER_BYTES),
                          (OFFSET_INDEX_ENTRY, OFFSET_INDEX_ENTRY_BYTES),
                          (TIME_INDEX_ENTRY, TIME_INDEX_ENTRY_BYTES)):

@@ -1,5 +1,7 @@
 """Whole-request error answers (`kraftcore.apis.errors`)."""
 
+import logging
+
 from kraftcore.apis.broker import BROKER_API_KEYS
 from kraftcore.apis.controller import CONTROLLER_API_KEYS
 from kraftcore.apis.errors import error_response
@@ -36,11 +38,15 @@ def test_an_error_goes_into_the_top_level_error_code_when_the_schema_has_one():
         E.NOT_CONTROLLER, "elsewhere", 2)
 
 
-def test_a_body_that_cannot_be_walked_gets_the_top_level_fields_only():
+def test_a_body_that_cannot_be_walked_gets_the_top_level_fields_only(caplog):
     """ElectLeaders v0 has no top-level ErrorCode: a body whose items are not lists still
-    gets an answer (with nothing in it to carry the error)."""
+    gets an answer (with nothing in it to carry the error), and a warning on the request
+    handlers' logger, `kraftcore.apis` (docs/admin.md)."""
     body = m.ElectLeadersRequest()
     body.topic_partitions = 7  # not a list: the items cannot be walked
-    response = error_response(body.api_key, 0, body, E.INVALID_REQUEST, "bad")
+    with caplog.at_level(logging.WARNING, logger="kraftcore.apis"):
+        response = error_response(body.api_key, 0, body, E.INVALID_REQUEST, "bad")
     assert response.replica_election_results == []
     response.encode(0)
+    assert [(r.name, r.levelno) for r in caplog.records] == [
+        ("kraftcore.apis", logging.WARNING)]

@@ -47,7 +47,7 @@ class Quorum:
 
     def _handler(self, i):
         def handle(request, peer):  # the answer's future itself, as a node's listener gets
-            return self.drivers[i].handle_request(request.body)
+            return self.drivers[i].handle_request(request.body, request.api_version)
         return handle
 
     def start_driver(self, i):

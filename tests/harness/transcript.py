@@ -6,15 +6,12 @@ subsequence, `*` a wildcard), so a test reads like a transcript but tolerates un
 lines."""
 
 import re
-import struct
 import textwrap
 
 from kraftcore import codec
+from kraftcore.layout import BATCH_HEAD, BATCH_HEAD_BYTES, LOG_OVERHEAD_BYTES
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft.control import decode_control_record
-
-_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23
 
 
 # ============================================================================ formatting
@@ -37,12 +34,13 @@ def _batch_ranges(data):
         return None
     data = bytes(data)
     pos, first, last = 0, None, None
-    while pos + 27 <= len(data):
-        base, length = _BATCH_HEADER.unpack_from(data, pos)
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)
+    while pos + BATCH_HEAD_BYTES <= len(data):
+        # base offset, batch length, partition leader epoch, magic, crc, attributes,
+        # last offset delta
+        base, length, _, _, _, _, delta = BATCH_HEAD.unpack_from(data, pos)
         first = base if first is None else first
         last = base + delta
-        pos += length + 12
+        pos += LOG_OVERHEAD_BYTES + length
     return first, last
 
 

@@ -29,6 +29,7 @@ def test_header_offsets_are_kafkas():
 def test_struct_formats_match_the_offsets():
     assert layout.BATCH_HEADER.size == 61 and layout.BATCH_HEAD.size == 27
     assert layout.OFFSET_AND_LENGTH.size == 12 and layout.STAMPED_HEADER.size == 16
+    assert layout.BATCH_LENGTH.size == 4  # from BATCH_LENGTH_OFFSET (8) to 12
     assert layout.OFFSET_INDEX_ENTRY.size == layout.OFFSET_INDEX_ENTRY_BYTES == 8
     assert layout.TIME_INDEX_ENTRY.size == layout.TIME_INDEX_ENTRY_BYTES == 12
     assert layout.RELATIVE_OFFSET_MAX == 2**31 - 1
@@ -45,6 +46,7 @@ def test_a_batch_unpacks_to_the_fields_it_was_encoded_with():
     assert fields[4] == struct.unpack_from(">I", batch, 17)[0] == codec.crc32c(batch[21:])
     assert fields[5] == layout.TRANSACTIONAL_MASK == 0x10
     assert layout.BATCH_HEAD.unpack_from(batch) == fields[:7]
+    assert layout.BATCH_LENGTH.unpack_from(batch, layout.BATCH_LENGTH_OFFSET) == (fields[1],)
 
 
 def test_attribute_masks_and_codecs_are_kafkas():

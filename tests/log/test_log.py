@@ -106,6 +106,18 @@ def test_one_encoded_batch_is_stamped_without_touching_the_callers_bytes(open_lo
     assert int.from_bytes(tail[:8], "big") == 3 and int.from_bytes(tail[12:16], "big") == 6
 
 
+def test_only_bytes_of_exactly_one_batch_take_the_single_batch_path():
+    """Which bytes `append` writes as one stamped batch: their batch length (read alone,
+    whatever the base offset) covers them exactly; two batches, a cut batch or fewer bytes
+    than a header do not."""
+    from kraftcore.log.log import _one_batch
+
+    one = codec.encode_batch(values(3), base_offset=2**62)
+    assert _one_batch(one) and _one_batch(codec.encode_batch(values(1)))
+    assert not _one_batch(one + codec.encode_batch(values(1)))
+    assert not _one_batch(one[:-1]) and not _one_batch(one[:60]) and not _one_batch(b"")
+
+
 def test_a_refused_single_batch_writes_nothing(open_log):
     log = open_log()
     log.append(values(2))

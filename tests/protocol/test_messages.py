@@ -62,6 +62,16 @@ def test_defaults_encode_at_every_version(case, impl):
     assert cls.decode(cls().encode(version), version) == cls()
 
 
+def test_uuid_has_one_home():
+    """`Uuid` is imported from kraftcore.types only: the protocol package does not hand
+    out a second name for it, and the uuid fields hold that very class."""
+    import kraftcore.protocol
+
+    assert not hasattr(kraftcore.protocol, "Uuid")
+    assert "Uuid" not in kraftcore.protocol.__all__
+    assert type(M.VoteRequest.PartitionData().replica_directory_id) is Uuid
+
+
 @pytest.mark.smoke
 def test_message_class_api():
     m = M.VoteRequest(cluster_id="c", voter_id=2, topics=[M.VoteRequest.TopicData(

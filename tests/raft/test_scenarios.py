@@ -829,3 +829,20 @@ def test_a_leaders_unflushed_records_commit_only_once_both_followers_hold_them()
     assert core.high_watermark == last
     _fetch(core, 3, last + 1, now, 62)
     assert core.high_watermark == last + 1
+
+
+def test_a_fetch_answers_line_spans_its_batches_read_from_their_headers():
+    """The transcript line of a Fetch answer names the first offset of its first batch and
+    the last offset of its last one, read from the batch headers (kraftcore.layout's
+    offsets), whatever the base offsets; bytes short of a whole header at the end are not
+    a batch."""
+    from tests.harness.transcript import format_message
+
+    base = 2**40
+    records = (codec.encode_batch(values("a", 3), base_offset=base)
+               + codec.encode_batch([b"x" * 300] * 2, base_offset=base + 3))
+    assert format_message(rpc.fetch_response(0, 1, 5, high_watermark=7, records=records)) \
+        == f"Fetch: records {base}..{base + 4}, hw=7"
+    assert format_message(rpc.fetch_response(0, 1, 5, records=records + records[:26])) \
+        == f"Fetch: records {base}..{base + 4}, hw=-"
+    assert format_message(rpc.fetch_response(0, 1, 5, records=b"")) == "Fetch: empty, hw=-"

@@ -183,11 +183,13 @@ def test_a_metadata_log_with_a_gap_opens_only_when_asked(tmp_path, caplog):
 
 def test_raft_requests_to_a_node_stopping_on_a_failure_are_answered_not_raised(tmp_path,
                                                                                caplog):
-    """The request that makes the core fail, and every Raft request after it until the
-    node is down, get a BROKER_NOT_AVAILABLE answer: the failure is logged once, not once
-    per request by the listener."""
+    """The request that makes the core fail, every Raft request after it until the node
+    is down, and the ones in flight at the failure (a Fetch the leader holds, through the
+    listener) get a BROKER_NOT_AVAILABLE answer of their own API: the failure is logged
+    once, not once per request by the listener, and no traceback is logged."""
     import logging
 
+    from kraftcore.net import Connection
     from kraftcore.protocol.error_codes import ErrorCode
     from kraftcore.protocol.framing import Request
     from kraftcore.raft import rpc
@@ -198,21 +200,46 @@ def test_raft_requests_to_a_node_stopping_on_a_failure_are_answered_not_raised(t
             1, ("controller",), {1: port}, {"controller": port, "broker": 0},
             str(tmp_path / "n1"), FAST)), str(Uuid.random(random.Random(1))))
         await node.start()
+        conn = None
         try:
+            core = node.driver.core
+            while core.high_watermark is None:
+                await asyncio.sleep(0.01)
+            conn = await Connection.open("127.0.0.1", port)
+
+            def fetch():  # an observer's Fetch at the log end: held once it is caught up
+                return asyncio.ensure_future(conn.send(rpc.fetch_request(
+                    node.cluster_id, 99, core.epoch, core.storage.log_end_offset, core.epoch,
+                    30_000, 1 << 20), rpc.VERSIONS["Fetch"], timeout_ms=30_000))
+            while True:
+                held = fetch()
+                await asyncio.sleep(0.1)
+                if not held.done():
+                    break
+                assert (await held).error_code == 0
+            assert len(node.driver._answers) == 1  # the held Fetch waits in the driver
+
             def broken_handle(message, now_ms):
                 raise RuntimeError("core bug")
-            node.driver.core.handle = broken_handle
+            core.handle = broken_handle
             body = rpc.describe_quorum_request()
             request = Request(55, 1, 7, "probe", body, None)
             answers = [node._handle(request, ("127.0.0.1", 1)) for _ in range(3)]
             assert node.driver.failed is not None and node.exit_code == 1
-            return answers
+            in_flight = await asyncio.wait_for(held, 30)
+            return answers, in_flight
         finally:
+            if conn is not None:
+                await conn.close()
             await node.stop(graceful=False)
 
     with caplog.at_level(logging.INFO):
-        answers = asyncio.run(scenario())
+        answers, in_flight = asyncio.run(scenario())
     assert [a.error_code for a in answers] == [ErrorCode.BROKER_NOT_AVAILABLE] * 3
+    assert type(in_flight).__name__ == "FetchResponse"
+    assert in_flight.error_code == ErrorCode.BROKER_NOT_AVAILABLE
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].startswith("node 1 stops: ") and \
         "core bug" in errors[0], errors
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert "Traceback" not in caplog.text

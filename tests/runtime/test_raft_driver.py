@@ -213,7 +213,7 @@ def test_a_request_is_answered_by_a_future_and_one_given_up_leaves_nothing(tmp_p
             held = fetch()
             await asyncio.sleep(0.05)
             def waiting(future):  # the driver keeps it to answer
-                return any(answer is future for answer in leader._answers.values())
+                return any(answer is future for answer, _, _ in leader._answers.values())
             assert not held.done() and waiting(held)
             held.cancel()
             await asyncio.sleep(0)

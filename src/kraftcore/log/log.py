@@ -50,11 +50,11 @@ from kraftcore.kernel_api import NO_STAMP
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
                               LogClosedError, LogGapError, LogLockedError,
                               OffsetOutOfRangeError, StorageError)
-from kraftcore.layout import (CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, DELETED_SUFFIX,
-                              HIGH_WATERMARK_CHECKPOINT, INT32_MAX, LEADER_EPOCH_CHECKPOINT,
-                              LOCK_FILE,
+from kraftcore.layout import (BATCH_LENGTH, BATCH_LENGTH_OFFSET, CLEAN_SHUTDOWN_FILE,
+                              CLEANED_SUFFIX, DELETED_SUFFIX, HIGH_WATERMARK_CHECKPOINT,
+                              INT32_MAX, LEADER_EPOCH_CHECKPOINT, LOCK_FILE,
                               LOG_OVERHEAD_BYTES, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX,
-                              OFFSET_AND_LENGTH, RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
+                              RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
                               STAMPED_HEADER, STAMPED_HEADER_BYTES, STRAY_SUFFIX,
                               TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX,
                               BATCH_HEADER_BYTES, file_prefix, parse_prefix)
@@ -78,11 +78,15 @@ class _Scan(NamedTuple):
     verify_records: bool = True
 
 
+_batch_length_at = BATCH_LENGTH.unpack_from  # on every append of encoded bytes
+
+
 def _one_batch(data):
     """Whether `data` (bytes) declares exactly one batch: its batch length covers it all.
     The scan checks the framing; this only picks how the append is written."""
     return (len(data) >= BATCH_HEADER_BYTES
-            and LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(data)[1] == len(data))
+            and LOG_OVERHEAD_BYTES + _batch_length_at(data, BATCH_LENGTH_OFFSET)[0]
+            == len(data))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,8 +5,10 @@ and Kafka's error codes (`error_codes`).
 
 Encoding and decoding run in one generic kernel (`kraftcore.codec`'s protocol functions),
 native or pure Python.
+
+The uuid field type's values are `kraftcore.types.Uuid`: import it from there, its one home.
 """
 
-from kraftcore.types import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID, Uuid
+from kraftcore.types import METADATA_TOPIC_ID, ONE_UUID, ZERO_UUID
 
-__all__ = ["Uuid", "ZERO_UUID", "ONE_UUID", "METADATA_TOPIC_ID"]
+__all__ = ["ZERO_UUID", "ONE_UUID", "METADATA_TOPIC_ID"]

@@ -39,7 +39,6 @@ import signal
 
 from kraftcore.apis.broker import BROKER_API_KEYS, handle_broker_request
 from kraftcore.apis.controller import handle_controller_request
-from kraftcore.apis.errors import error_response
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, heartbeat_request,
@@ -425,18 +424,17 @@ class Node:
         """The listener's handler: an awaitable of the response (a Raft request's answer is
         the driver's future itself). Once the driver has failed (the node is stopping on
         it, logged once), a Raft request gets BROKER_NOT_AVAILABLE instead of raising in
-        the listener, which would log it again for every request until the node is down."""
+        the listener, which would log it again for every request until the node is down;
+        the driver answers the requests in flight at the failure the same way."""
         driver = self.driver
         if request.api_key in RAFT_APIS:
             if driver.failed is None:
                 try:
-                    return driver.handle_request(request.body)
+                    return driver.handle_request(request.body, request.api_version)
                 except Exception:
                     if driver.failed is None:
                         raise  # not the core: the listener reports it
-            return error_response(request.api_key, request.api_version, request.body,
-                                  ErrorCode.BROKER_NOT_AVAILABLE,
-                                  f"node {self.node_id} is stopping on a failure")
+            return driver.unavailable_response(request.body, request.api_version)
         return handle_controller_request(self, request)
 
     async def _handle_broker(self, request, peer):

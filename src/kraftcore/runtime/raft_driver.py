@@ -56,11 +56,13 @@ Fail-stop: any exception raised while the driver calls into the core (a request 
 response handed to it, a proposal, a resignation, a snapshot, its timer, a drive: polling,
 taking Readys, the application's `on_ready`, persisting, sending, acknowledging) stops the
 node: `failed` is set, one error line names the node, what failed and the exception (its
-traceback follows at DEBUG), every waiting answer and append fails with it, and
-`on_fatal(exc)` is called (a `Node` then exits with status 1). A Raft node whose core or
-storage failed must stop rather than go on answering, or sit wedged. What the caller did
-wrong is not a failure of the node: `NotLeaderError` and `InvalidAppendError` from a
-proposal, `InvalidOffsetError` from a snapshot, go back to the caller alone.
+traceback follows at DEBUG), every waiting append fails with it, every waiting answer is
+BROKER_NOT_AVAILABLE (as a `Node` answers the Raft requests that come after it, so that a
+listener logs nothing per request), and `on_fatal(exc)` is called (a `Node` then exits
+with status 1). A Raft node whose core or storage failed must stop rather than go on
+answering, or sit wedged. What the caller did wrong is not a failure of the node:
+`NotLeaderError` and `InvalidAppendError` from a proposal, `InvalidOffsetError` from a
+snapshot, go back to the caller alone.
 
 Time is the wall clock in milliseconds (batch timestamps come from it, as in Kafka).
 """
@@ -75,6 +77,7 @@ import operator
 import random
 
 from kraftcore import codec
+from kraftcore.apis.errors import error_response
 from kraftcore.errors import (InvalidAppendError, InvalidOffsetError, KraftcoreError,
                               LogClosedError, NotLeaderError)
 from kraftcore.layout import BATCH_HEADER_BYTES, RECORD_OVERHEAD_BYTES_MAX
@@ -82,6 +85,7 @@ from kraftcore.limits import (RAFT_DRIVER_APPEND_BATCH_BYTES_MAX,
                               RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX,
                               RAFT_DRIVER_READYS_PER_DRIVE_MAX)
 from kraftcore.protocol.apis import api
+from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.raft import rpc
 from kraftcore.raft.core import RaftCore
 from kraftcore.raft.side import RaftSide
@@ -178,7 +182,9 @@ class RaftDriver(RaftSide):
         self.core = RaftCore(node_id, voters, storage, election_store.read(), config,
                              rng or random.Random(), clock())
         self._pending = collections.deque()
-        self._answers = {}  # local correlation id -> asyncio future of the response body
+        # local correlation id -> (asyncio future of the response body, the request's body,
+        # its version): what a failure answers it with needs the last two
+        self._answers = {}
         self._next_cid = 0
         self._kick_scheduled = False
         self._persist_scheduled = False  # a leader's fsync queued behind its sent messages
@@ -212,11 +218,13 @@ class RaftDriver(RaftSide):
         asyncio.get_running_loop().call_soon(self._drive)  # outside the loop: RuntimeError
         self._kick_scheduled = True
 
-    def handle_request(self, body):
+    def handle_request(self, body, version=None):
         """Answer a Raft request from a peer (or DescribeQuorum from an admin client): an
         asyncio future of the response body, done in the drive that sends it. A plain
         future rather than a coroutine, so that a listener writes the answer without a
-        task's extra turn of the event loop; cancelling it gives the request up."""
+        task's extra turn of the event loop; cancelling it gives the request up. If the
+        driver fails first, the answer is `unavailable_response(body, version)`; `version`
+        is the request's (default: the one this driver speaks)."""
         if self.failed is not None:
             raise self.failed
         self._next_cid += 1
@@ -229,13 +237,23 @@ class RaftDriver(RaftSide):
             self._fail(exc, f"the Raft core, handling a {type(body).__name__}")
             raise
         self._open_appends()
-        self._answers[cid] = answer
+        self._answers[cid] = (answer, body, version)
         answer.add_done_callback(functools.partial(self._forget_answer, cid))
         self.kick()
         return answer
 
     def _forget_answer(self, cid, answer):
         self._answers.pop(cid, None)
+
+    def unavailable_response(self, body, version=None):
+        """The answer of a node stopping on a failure to Raft request `body` (at `version`;
+        default: the one this driver speaks): BROKER_NOT_AVAILABLE in the response of the
+        request's API (`kraftcore.apis.errors.error_response`)."""
+        key = body.api_key
+        if version is None:
+            version = rpc.VERSIONS[api(key).name]
+        return error_response(key, version, body, ErrorCode.BROKER_NOT_AVAILABLE,
+                              f"node {self.node_id} is stopping on a failure")
 
     def propose(self, values, *, timestamp_ms=None):
         """Append `values` as the leader; returns the last offset (raises NotLeaderError,
@@ -525,9 +543,9 @@ class RaftDriver(RaftSide):
                 raise _StepFailed(f"sending {name} to node {message.destination}",
                                   exc) from exc
             return
-        answer = self._answers.get(message.correlation_id)
-        if answer is not None and not answer.done():
-            answer.set_result(body)
+        waiting = self._answers.get(message.correlation_id)
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(body)
 
     def _arm_timer(self, deadline, now):
         if deadline is None:
@@ -555,9 +573,17 @@ class RaftDriver(RaftSide):
         self.failed = exc
         if self._timer is not None:
             self._timer.cancel()
-        for answer in self._answers.values():
-            if not answer.done():
+        # The requests in flight get the answer a stopping node gives (Node._handle), not
+        # the exception: a listener would log its traceback once per request.
+        for answer, body, version in list(self._answers.values()):
+            if answer.done():
+                continue
+            try:
+                response = self.unavailable_response(body, version)
+            except Exception:  # noqa: BLE001 - not a Raft API's body: the stop goes on
                 answer.set_exception(exc)
+            else:
+                answer.set_result(response)
         self._fail_appends(exc)
         self.on_fatal(exc)
 
@@ -577,7 +603,7 @@ class RaftDriver(RaftSide):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for answer in self._answers.values():
+        for answer, _, _ in self._answers.values():
             if not answer.done():
                 answer.cancel()
         self._fail_appends(NotLeaderError(self.node_id, None, self.core.epoch))
