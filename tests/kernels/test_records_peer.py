@@ -2,8 +2,7 @@
 writes, and kraftcore decodes what its builder writes, with and without lz4."""
 
 import pytest
-
-kafka_records = pytest.importorskip("kafka.record.default_records")
+from kafka.record import default_records as kafka_records
 
 TS = 1_700_000_000_000
 CODECS = {None: 0, "lz4": 3}

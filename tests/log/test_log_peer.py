@@ -8,12 +8,10 @@ import random
 import struct
 
 import pytest
+from kafka.record import memory_records
 
-from kraftcore import codec
+from kraftcore import codec, layout
 from kraftcore.log import Log
-from kraftcore import layout
-
-memory_records = pytest.importorskip("kafka.record.memory_records")
 
 TS = 1_700_000_000_000
 EPOCH_SWITCH = 1500  # the leader epoch goes from 0 to 3 at this offset

@@ -165,7 +165,7 @@ def test_control_messages_round_trip_on_both_kernels(cls, data):
 
 # ------------------------------------------------------------------------------ batches
 
-kafka_records = pytest.importorskip("kafka.record.default_records")
+from kafka.record import default_records as kafka_records
 
 
 @pytest.mark.smoke

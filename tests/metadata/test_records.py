@@ -283,7 +283,7 @@ def test_bad_lengths_inside_the_body(impl):
 
 # ------------------------------------------------------------------------------ batches
 
-kafka_records = pytest.importorskip("kafka.record.default_records")
+from kafka.record import default_records as kafka_records
 
 _BATCH_RECORDS = [
     R.FeatureLevelRecord(name="metadata.version", feature_level=22),

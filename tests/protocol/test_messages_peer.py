@@ -24,7 +24,7 @@ from kraftcore.types import Uuid
 
 from .strategies import message_at
 
-kp_protocol = pytest.importorskip("kafka.protocol.api_message")
+from kafka.protocol import api_message as kp_protocol
 from kafka.protocol.admin.cluster import (  # noqa: E402
     DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
     DescribeQuorumResponse,
