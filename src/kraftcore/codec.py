@@ -22,7 +22,8 @@ import types
 
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError  # noqa: F401
 
-__all__ = ["Kernels", "KERNELS", "IMPLEMENTATION", "implementations", "twin", "twins"]
+__all__ = ["Kernels", "KERNELS", "IMPLEMENTATION", "implementations", "twin", "twins",
+           "TWIN_ERRORS"]
 
 
 def _flag(name):
@@ -90,12 +91,20 @@ def implementations():
     return found
 
 
+# Why the compiled module of a twin pair did not load, by its name (as EXTENSION_ERROR is
+# for the kernels); empty when every one picked loaded or KRAFTCORE_PURE is set.
+TWIN_ERRORS = {}
+
+
 def twin(native, pure):
     """The module of a twin pair, given by their names, that the switch picks: `native`
-    (compiled) unless KRAFTCORE_PURE is set or it does not load; then `pure` (or, under
-    KRAFTCORE_REQUIRE_EXT, an ImportError)."""
-    return _select(lambda: importlib.import_module(native),
-                   lambda: importlib.import_module(pure), f"{native} (compiled)")[0]
+    (compiled) unless KRAFTCORE_PURE is set or it does not load (the reason is kept in
+    TWIN_ERRORS[native]); then `pure` (or, under KRAFTCORE_REQUIRE_EXT, an ImportError)."""
+    module, error = _select(lambda: importlib.import_module(native),
+                            lambda: importlib.import_module(pure), f"{native} (compiled)")
+    if error is not None:
+        TWIN_ERRORS[native] = error
+    return module
 
 
 def twins(native, pure):

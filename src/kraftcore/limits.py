@@ -140,7 +140,7 @@ NET_SERVER_READ_BYTES_MAX = 256 * 1024
 # node's `queued.max.request.bytes` is taken by other connections: small requests (the
 # quorum's Fetch and Vote, a broker's heartbeat, an admin probe) keep flowing while clients
 # hold the rest. A node holds at most that cap + this much per open connection.
-NET_CONNECTION_GUARANTEED_BYTES = 16 * 1024
+NET_CONNECTION_GUARANTEED_BYTES_MIN = 16 * 1024
 # Responses produced in one go (one read's worth of requests) are written together, but no
 # more than this many bytes are held back: past it they are written at once, so that a full
 # send buffer pauses the connection before the next request is handled.
@@ -154,7 +154,7 @@ NET_SERVER_HANDOVER_BYTES_MIN = 64 * 1024
 # handled, and sends no byte of it for this long is closed (by the idle sweep): it cannot
 # keep the memory from the others for longer. A frame whose bytes keep arriving, however
 # slowly, is never cut off: any byte restarts the count.
-NET_PARTIAL_FRAME_STALL_MS = 10_000
+NET_PARTIAL_FRAME_STALL_MS_MAX = 10_000
 # A listener looks for idle connections every eighth of `connections.max.idle.ms`, within
 # these bounds: a connection without a request is closed after between 1 and 1.25 times
 # the setting (at most 60 s late).
@@ -162,7 +162,7 @@ NET_IDLE_SWEEP_INTERVAL_MS_MIN = 10
 NET_IDLE_SWEEP_INTERVAL_MS_MAX = 30_000
 # Connections a listener refuses (over max.connections or max.connections.per.ip) are
 # logged in at most one line per this interval; the line counts the ones not logged.
-NET_REFUSAL_LOG_INTERVAL_MS = 1000
+NET_REFUSAL_LOG_INTERVAL_MS_MIN = 1000
 
 # ------------------------------------------------------------------------------ admin
 # Times an admin request follows NOT_CONTROLLER to the controller named in the answer.
@@ -258,14 +258,14 @@ def check(values):
     need(v["SNAPSHOT_FIRST_BATCH_BYTES_MAX"] >= BATCH_HEADER_BYTES,
          f"SNAPSHOT_FIRST_BATCH_BYTES_MAX >= {BATCH_HEADER_BYTES}",
          "a snapshot's first batch has a whole batch header")
-    need(v["NET_SERVER_READ_BYTES_MAX"] >= v["NET_CONNECTION_GUARANTEED_BYTES"],
-         "NET_SERVER_READ_BYTES_MAX >= NET_CONNECTION_GUARANTEED_BYTES",
+    need(v["NET_SERVER_READ_BYTES_MAX"] >= v["NET_CONNECTION_GUARANTEED_BYTES_MIN"],
+         "NET_SERVER_READ_BYTES_MAX >= NET_CONNECTION_GUARANTEED_BYTES_MIN",
          "a request within a connection's guaranteed bytes is read in one turn")
     need(v["NET_IDLE_SWEEP_INTERVAL_MS_MIN"] <= v["NET_IDLE_SWEEP_INTERVAL_MS_MAX"],
          "NET_IDLE_SWEEP_INTERVAL_MS_MIN <= NET_IDLE_SWEEP_INTERVAL_MS_MAX",
          "the sweep's interval is clamped between them")
-    need(v["NET_IDLE_SWEEP_INTERVAL_MS_MIN"] <= v["NET_PARTIAL_FRAME_STALL_MS"] // 8,
-         "NET_IDLE_SWEEP_INTERVAL_MS_MIN <= NET_PARTIAL_FRAME_STALL_MS // 8",
+    need(v["NET_IDLE_SWEEP_INTERVAL_MS_MIN"] <= v["NET_PARTIAL_FRAME_STALL_MS_MAX"] // 8,
+         "NET_IDLE_SWEEP_INTERVAL_MS_MIN <= NET_PARTIAL_FRAME_STALL_MS_MAX // 8",
          "the sweep closes a stalled frame at most an eighth of the stall time late")
     if broken:
         raise ImportError("kraftcore.limits contradict each other: " + "; ".join(broken)

@@ -280,7 +280,7 @@ def test_request_memory_bounds_partial_frames_and_reading_resumes():
     When the first frame completes and is answered, the next waiting one gets its room, and
     so on: every frame is answered."""
     cap = 1024 * 1024
-    guaranteed = limits.NET_CONNECTION_GUARANTEED_BYTES
+    guaranteed = limits.NET_CONNECTION_GUARANTEED_BYTES_MIN
 
     async def test():
         memory = RequestMemory(cap)
@@ -426,10 +426,10 @@ def test_a_connection_that_sends_none_of_its_reserved_frame_is_closed(monkeypatc
     """A client sends only the 4-byte size of a frame as large as the request memory (the
     default: frame_bytes_max), which reserves all of it, and nothing more. Another
     client's 40 KB request needs room beyond its guaranteed bytes: it is answered once the
-    first client, which sent no byte of its frame for limits.NET_PARTIAL_FRAME_STALL_MS,
+    first client, which sent no byte of its frame for limits.NET_PARTIAL_FRAME_STALL_MS_MAX,
     has been closed. The one that waited for room (and sent no byte meanwhile either) is
     not closed."""
-    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS", 300, raising=False)
+    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS_MAX", 300, raising=False)
     cap = 8 * 1024 * 1024
 
     async def test():
@@ -456,14 +456,14 @@ def test_a_connection_that_sends_none_of_its_reserved_frame_is_closed(monkeypatc
     assert len(lines) == 1, lines
     assert lines[0].startswith("node-8: closing 1 connection(s) that sent no byte of the "
                                "frame they reserved for 300 ms "
-                               "(limits.NET_PARTIAL_FRAME_STALL_MS): 127.0.0.1:"), lines
+                               "(limits.NET_PARTIAL_FRAME_STALL_MS_MAX): 127.0.0.1:"), lines
 
 
 def test_a_large_frame_that_keeps_arriving_is_read_to_the_end(monkeypatch):
     """A frame as large as the request memory arrives a little at a time, some bytes between
-    any two sweeps of the listener, over three times limits.NET_PARTIAL_FRAME_STALL_MS: it
+    any two sweeps of the listener, over three times limits.NET_PARTIAL_FRAME_STALL_MS_MAX: it
     is not closed, and it is answered."""
-    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS", 1000, raising=False)
+    monkeypatch.setattr(limits, "NET_PARTIAL_FRAME_STALL_MS_MAX", 1000, raising=False)
     cap = 1024 * 1024
     chunks = 24  # a sweep every eighth of the stall bound: 24 sweeps are 3 bounds
 

@@ -25,7 +25,7 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   the connection's buffer: the rest is reserved if it fits, else the connection stops
   reading and waits, first come first served, for that much room. A connection reads only
   while it has room, and at most that room; reading resumes as requests are answered or
-  connections close. The first `limits.NET_CONNECTION_GUARANTEED_BYTES` a connection holds
+  connections close. The first `limits.NET_CONNECTION_GUARANTEED_BYTES_MIN` a connection holds
   are outside the budget's limit: small requests flow while others hold the budget, a frame
   as large as the budget fits once the others have given theirs back, and the total stays
   below the budget + that much per connection.
@@ -47,7 +47,7 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   needs those bytes.)
 * A reservation does not outlive its client's silence: a connection that holds the
   reserved rest of a frame beyond its guaranteed bytes, has no request being handled, and
-  reads no byte for `limits.NET_PARTIAL_FRAME_STALL_MS` is closed (a client that sends 4
+  reads no byte for `limits.NET_PARTIAL_FRAME_STALL_MS_MAX` is closed (a client that sends 4
   bytes of size and nothing more would otherwise keep that much room from every other
   connection, for as long as it stays connected). Any byte restarts the count, so a large
   frame that keeps arriving, however slowly, is read to its end. The sweep below checks it
@@ -55,7 +55,7 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
 * Connection limits: at most `connections_max` open connections, at most
   `connections_per_ip_max` from one address; a connection beyond either is closed as soon as
   it is accepted, and the open ones keep working. Refusals are logged at most once per
-  `limits.NET_REFUSAL_LOG_INTERVAL_MS`, with a count of the ones not logged.
+  `limits.NET_REFUSAL_LOG_INTERVAL_MS_MIN`, with a count of the ones not logged.
 * Idle connections: with `connections_idle_ms_max`, a connection on which no request was
   taken up for that long, and which has no request being handled, is closed. One periodic
   sweep per listener checks every connection (for idleness and for stalled reservations);
@@ -100,7 +100,7 @@ log = logging.getLogger("kraftcore.net")
 _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
 _CORK_BYTES = limits.NET_SERVER_CORK_BYTES_MAX
 _READ_BYTES = limits.NET_SERVER_READ_BYTES_MAX
-_GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES
+_GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES_MIN
 _HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN
 _SIZE = struct.Struct(">i")
 _size_at = _SIZE.unpack_from
@@ -136,7 +136,7 @@ class RequestMemory:
     `queued.max.request.bytes`. `bytes_max` None counts without a limit.
 
     `used_bytes` is everything the connections hold. The limit applies to what each holds
-    beyond its `limits.NET_CONNECTION_GUARANTEED_BYTES`, so `used_bytes` stays below
+    beyond its `limits.NET_CONNECTION_GUARANTEED_BYTES_MIN`, so `used_bytes` stays below
     `bytes_max` + those bytes per connection, and a frame of up to `bytes_max` always fits
     once the others have given theirs back (the guaranteed bytes of connections that wait
     do not stand in its way). Connections that wait for room are served first come, first
@@ -257,7 +257,7 @@ class Listener:
         self._read_view = memoryview(self._read_buffer)
         self._sweep_handle = None
         # Read when the listener starts (tests shorten it).
-        self._stall_ms = limits.NET_PARTIAL_FRAME_STALL_MS
+        self._stall_ms = limits.NET_PARTIAL_FRAME_STALL_MS_MAX
         self._refusal_log_at = 0.0
         self._refusals_unlogged = 0
 
@@ -348,7 +348,7 @@ class Listener:
             return
         more = self._refusals_unlogged
         self._refusals_unlogged = 0
-        self._refusal_log_at = now + limits.NET_REFUSAL_LOG_INTERVAL_MS / 1000
+        self._refusal_log_at = now + limits.NET_REFUSAL_LOG_INTERVAL_MS_MIN / 1000
         log.warning("%s: refused the connection from %s:%s: %s%s", self.name, *peer, why,
                     f" ({more} more refused since the last such line)" if more else "")
 
@@ -383,7 +383,7 @@ class Listener:
     def _sweep(self):
         """Close the connections without a request since `connections_idle_ms_max`, and
         those that hold the reserved rest of a frame beyond their guaranteed bytes, have no
-        request being handled and read no byte for `limits.NET_PARTIAL_FRAME_STALL_MS`. A
+        request being handled and read no byte for `limits.NET_PARTIAL_FRAME_STALL_MS_MAX`. A
         connection that took up a request (or read a byte) since the last sweep, or is not
         in that state, starts its time again at this sweep, so none is closed early."""
         self._sweep_handle = None
@@ -419,7 +419,7 @@ class Listener:
                 conn.abort()
         if stalled:
             log.warning("%s: closing %d connection(s) that sent no byte of the frame they "
-                        "reserved for %d ms (limits.NET_PARTIAL_FRAME_STALL_MS): %s",
+                        "reserved for %d ms (limits.NET_PARTIAL_FRAME_STALL_MS_MAX): %s",
                         self.name, len(stalled), self._stall_ms, _peers(stalled))
             for conn in stalled:
                 conn.abort()
