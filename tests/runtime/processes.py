@@ -43,6 +43,17 @@ def wait_for(what, predicate, wait_s=WAIT_S):
     raise AssertionError(f"gave up waiting for {what}: {last}")
 
 
+def stop(process, wait_s=WAIT_S):
+    """SIGTERM `process` if it still runs, and SIGKILL it if it has not exited in `wait_s`."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class LocalCluster:
     """`kraftcore cluster up` in `directory`: three controllers and `brokers` brokers
     (`combined`: nodes 1-3 are controllers and brokers), each `settings` entry (key=value)
@@ -109,10 +120,4 @@ class LocalCluster:
             self.supervisor.wait(WAIT_S)
         finally:
             for process in [self.supervisor] + self.extra:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-                    try:
-                        process.wait(WAIT_S)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+                stop(process)

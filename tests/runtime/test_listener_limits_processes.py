@@ -12,9 +12,7 @@ is asserted is the probing client's request timeout; every other wait only stops
 test, and is longer than the requests it waits for could take."""
 
 import asyncio
-import signal
 import struct
-import subprocess
 import time
 
 import pytest
@@ -26,7 +24,7 @@ from kraftcore.raft import rpc
 from kraftcore.runtime.local_cluster import free_ports, start_node
 from tests.net.helpers import HOST, open_raw
 
-from .processes import WAIT_S, LocalCluster, kraftcore, wait_for
+from .processes import WAIT_S, LocalCluster, kraftcore, stop, wait_for
 
 # The probing client's request timeout, set explicitly: every probe must be answered within
 # it while the floods run. Without the listener limits, every request of an admin timed out
@@ -263,12 +261,7 @@ def single_node(tmp_path):
         wait_for("the node to answer", lambda: process.poll() is None and _answers(up))
         yield process, port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(WAIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def _answers(coroutine_function):
