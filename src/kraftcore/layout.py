@@ -130,6 +130,8 @@ TMP_SUFFIX = ".tmp"
 # log, or past a gap it was opened up to); Kafka sets a stray partition directory aside in
 # the same spirit (`-stray`, KIP-858).
 STRAY_SUFFIX = ".stray"
+# A deleted partition's directory, renamed before its files go (Kafka's `-delete`).
+DELETED_DIR_SUFFIX = "-delete"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

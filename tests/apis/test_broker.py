@@ -1,11 +1,14 @@
 """What a broker answers itself (`kraftcore.apis.broker`): Metadata from the broker's own
-image, answered as the controller answers it from the same image; anything else is
-refused as a whole, without touching the broker."""
+image, answered as the controller answers it from the same image but naming the broker as
+the controller (KIP-590); admin requests forwarded to the active controller; anything
+else refused as a whole, without touching the broker. The data-plane handlers are
+`test_broker_data.py`'s."""
 
 import pytest
 
-from kraftcore.apis.broker import BROKER_API_KEYS, handle_broker_request
-from kraftcore.apis.controller import CONTROLLER_API_KEYS
+from kraftcore.apis.broker import BROKER_API_KEYS, FORWARDED_API_KEYS, handle_broker_request
+from kraftcore.apis.controller import CONTROLLER_API_KEYS, handle_controller_request
+from kraftcore.protocol import framing
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.apis import API_BY_KEY
 from kraftcore.protocol.error_codes import ErrorCode as E
@@ -21,10 +24,17 @@ class BrokerFacade:
         self.node_id = 4
         self.cluster_id = facade.cluster_id
         self.image = facade.image
-        self._controller_id = facade.controller_id()
+        self.replicas = None
+        self._controller = facade
+        self.forwarded = []
 
     def controller_id(self):
-        return self._controller_id
+        return self.node_id
+
+    async def forward(self, api_key, version, body):
+        self.forwarded.append(api_key)
+        request = framing.decode_request(framing.encode_request(body, version, 1, "broker")[4:])
+        return await handle_controller_request(self._controller, request)
 
 
 def answer(facade, body, version):
@@ -39,20 +49,34 @@ def test_metadata_from_the_brokers_image_as_the_controller_answers_it(cluster, v
     broker = BrokerFacade(facade)
     for body in (metadata(version), metadata(version, names=["b", "missing"])):
         ours = answer(broker, body, version)
-        assert ours == call(facade, body, version)
+        theirs = call(facade, body, version)
+        if version >= 1:  # the broker names itself as the controller, a live broker
+            assert (ours.controller_id, theirs.controller_id) == (4, 1)
+            theirs.controller_id = 4
+        assert ours == theirs
         assert [b.node_id for b in ours.brokers] == [1, 2]
     assert [t.name for t in answer(broker, metadata(version), version).topics] == ["a", "b"]
 
 
-def test_a_request_the_broker_does_not_serve_is_refused_as_a_whole(cluster):
+def test_admin_requests_are_forwarded_to_the_active_controller(cluster):
     facade, _ = cluster
     broker = BrokerFacade(facade)
     response = answer(broker, create_topics(("x", 1, 1)), 7)
-    assert [(t.name, t.error_code) for t in response.topics] == [("x", E.INVALID_REQUEST)]
-    assert "not a broker API" in response.topics[0].error_message
-    assert facade.image.topic("x") is None
+    assert [(t.name, t.error_code) for t in response.topics] == [("x", 0)]
+    assert broker.forwarded == [19]
+    assert facade.image.topic("x") is not None
+
+
+def test_a_request_the_broker_does_not_serve_is_refused_as_a_whole(cluster):
+    facade, epochs = cluster
+    broker = BrokerFacade(facade)
+    response = answer(broker, heartbeat(3, epochs[3], want_fence=True), 1)
+    assert response.error_code == E.INVALID_REQUEST
+    assert not facade.image.brokers[3].fenced
 
 
 def test_the_broker_serves_apis_the_library_knows():
     assert BROKER_API_KEYS and BROKER_API_KEYS <= set(API_BY_KEY)
     assert 3 in BROKER_API_KEYS and 3 in CONTROLLER_API_KEYS
+    assert FORWARDED_API_KEYS <= CONTROLLER_API_KEYS & BROKER_API_KEYS
+    assert {0, 1, 2, 23} <= BROKER_API_KEYS

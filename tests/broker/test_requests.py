@@ -8,7 +8,7 @@ import pytest
 from kraftcore.broker.lifecycle import (FENCED, ONLINE, BrokerLifecycle, HeartbeatRequest,
                                         RegisterRequest)
 from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, heartbeat_request,
-                                       heartbeat_result, isr_expansion_request,
+                                       heartbeat_result, alter_partition_request,
                                        registration_request, registration_result)
 from kraftcore.controller.local import LocalQuorum
 from kraftcore.errors import ControllerError, NotControllerError
@@ -89,7 +89,15 @@ def test_broker_lifecycle_over_the_rpcs(facade):
     assert FENCED in {t.to_state for t in lifecycle.transitions}
 
 
-def test_isr_expansion_adds_back_active_replicas_only(facade):
+class _Led:
+    """What `alter_partition_request` reads of a led partition."""
+
+    def __init__(self, topic_id, record):
+        self.topic_id, self.index = topic_id, record.partition_id
+        self.leader_epoch, self.partition_epoch = record.leader_epoch, record.partition_epoch
+
+
+def test_alter_partition_request_asks_for_the_leaders_isr_changes(facade):
     epochs = {b: add_broker(facade, b) for b in (1, 2, 3)}
     call(facade, create_topics(("t", -1, -1, {0: [1, 2], 1: [1, 3], 2: [2, 1]})), 7)
     for b in (2, 3):  # fenced (out of every ISR), then 2 comes back; 3 stays fenced
@@ -97,17 +105,20 @@ def test_isr_expansion_adds_back_active_replicas_only(facade):
     assert not call(facade, heartbeat(2, epochs[2]), 1).is_fenced
     topic = facade.image.topic("t")
     assert [topic.partitions[i].isr for i in range(3)] == [[1], [1], [1]]
-    body = isr_expansion_request(facade.image, 1, epochs[1])
+    assert alter_partition_request(facade.image, 1, epochs[1], []) is None
+    led = {i: _Led(topic.topic_id, topic.partitions[i]) for i in range(3)}
+    body = alter_partition_request(facade.image, 1, epochs[1],
+                                   [(led[0], [1, 2]), (led[2], [1, 2])])
     (data,) = body.topics
     assert (body.broker_id, body.broker_epoch, data.topic_id) == (1, epochs[1], topic.topic_id)
-    # Partitions 0 and 2 (led by 1 since 2 was fenced) get 2 back; 3 is fenced: not asked.
-    assert sorted((p.partition_index, [(s.broker_id, s.broker_epoch)
-                                       for s in p.new_isr_with_epochs])
+    assert sorted((p.partition_index, p.leader_epoch, p.partition_epoch,
+                   [(s.broker_id, s.broker_epoch) for s in p.new_isr_with_epochs])
                   for p in data.partitions) == [
-        (0, [(1, epochs[1]), (2, epochs[2])]), (2, [(1, epochs[1]), (2, epochs[2])])]
-    assert isr_expansion_request(facade.image, 2, epochs[2]) is None  # leads nothing
+        (0, topic.partitions[0].leader_epoch, topic.partitions[0].partition_epoch,
+         [(1, epochs[1]), (2, epochs[2])]),
+        (2, topic.partitions[2].leader_epoch, topic.partitions[2].partition_epoch,
+         [(1, epochs[1]), (2, epochs[2])])]
     answer = call(facade, body, ALTER_PARTITION_VERSION)
     assert {p.partition_index: p.error_code for t in answer.topics for p in t.partitions} == {
         0: 0, 2: 0}
     assert [facade.image.topic("t").partitions[i].isr for i in range(3)] == [[1, 2], [1], [1, 2]]
-    assert isr_expansion_request(facade.image, 1, epochs[1]) is None

@@ -60,8 +60,6 @@ BAD_INPUTS = {
     "api not served": (framing.encode_request(fetch(0), 12, 1, "raw"),
                        "Fetch (API key 1), which this listener does not serve"),
     "truncated body": (_with_payload(_VOTE_PAYLOAD[:-3]), "malformed Vote v2 request"),
-    "trailing garbage": (_with_payload(_VOTE_PAYLOAD + b"\x01\x02"),
-                         "malformed Vote v2 request"),
     "handler raises": (framing.encode_request(vote(666), 2, 1, "raw"), "handler failed"),
     "handler returns None": (framing.encode_request(vote(667), 2, 1, "raw"),
                              "returned NoneType"),
@@ -106,6 +104,30 @@ def test_a_bad_connection_is_closed_alone(case, caplog):
     assert BAD_INPUTS[case][1] in message, message
     if case.startswith(("handler raises", "async handler raises")):
         assert lines[0].exc_info is not None and "handler bug" in str(lines[0].exc_info[1])
+
+
+def test_bytes_after_a_request_body_are_skipped_and_answered():
+    """As in Kafka, bytes after a request's body do not break the connection: the request is
+    answered, and the handler sees how many there were."""
+    seen = []
+
+    def handler(request, peer):
+        seen.append(request.trailing_bytes)
+        return _handler(request, peer)
+
+    async def test():
+        listener = await Listener.start(HOST, 0, handler, api_keys=[52])
+        raw = await RawClient.open(listener.port)
+        await raw.write(_with_payload(_VOTE_PAYLOAD + b"\x01\x02"))
+        cid, body = await raw.read_response(52, 2)
+        assert (cid, answered_epoch(body)) == (5, 3)
+        await raw.request(vote(4), 2, correlation_id=6)  # the connection goes on
+        cid, body = await raw.read_response(52, 2)
+        assert (cid, answered_epoch(body)) == (6, 4)
+        await raw.close()
+        await listener.close()
+    run(test)
+    assert seen == [2, 0]
 
 
 def test_oversize_frame_is_refused_from_its_size_alone():

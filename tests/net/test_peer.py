@@ -22,7 +22,7 @@ def test_aiokafka_connection_negotiates_and_fetches():
         listener = await Listener.start(HOST, 0, handler, api_keys=[1])
         conn = await conn_module.create_conn(HOST, listener.port, client_id="peer")
         try:
-            assert conn._versions == {1: (0, 17), 18: (0, 4)}
+            assert conn._versions == {1: (0, 18), 18: (0, 4)}
             request = FetchRequest(max_wait_time=0, min_bytes=1, max_bytes=1 << 20,
                                    isolation_level=0,
                                    topics=[("__cluster_metadata", [(0, 0, 1 << 20)])])
@@ -31,7 +31,7 @@ def test_aiokafka_connection_negotiates_and_fetches():
             assert topic == "__cluster_metadata"
             assert partitions[0][0] == 0 and partitions[0][2] == 77  # index, high watermark
             assert bytes(partitions[0][-1]) == RECORDS
-            assert seen == [(1, 11, "peer")]  # aiokafka's highest Fetch within 0-17
+            assert seen == [(1, 11, "peer")]  # aiokafka's highest Fetch within 0-18
         finally:
             await conn.close()  # returns the future of the socket's end
             await listener.close()

@@ -12,7 +12,7 @@ from kraftcore.protocol.framing import (FrameDecoder, RequestHeader, ResponseHea
                                         decode_request, decode_response, encode_request,
                                         encode_response)
 from kraftcore.protocol.messages import (ApiVersionsRequest, ApiVersionsResponse,
-                                         FetchRequest, VoteRequest)
+                                         FetchRequest, MetadataRequest, VoteRequest)
 
 pytestmark = pytest.mark.smoke
 
@@ -109,8 +109,30 @@ def test_truncated_request_frames_are_protocol_errors():
         with pytest.raises(ProtocolError) as info:
             decode_request(API_VERSIONS_V3_REQUEST[4:4 + cut])
         assert info.value.position is not None
-    with pytest.raises(ProtocolError, match="unexpected bytes"):
-        decode_request(API_VERSIONS_V3_REQUEST[4:] + b"\x00")
+    # bytes after a request body are skipped and counted, as Kafka does
+    request = decode_request(API_VERSIONS_V3_REQUEST[4:] + b"\x00")
+    assert request.trailing_bytes == 1 and request.body.client_software_name == "kafka-python"
+    assert decode_request(API_VERSIONS_V3_REQUEST[4:]).trailing_bytes == 0
+
+
+def test_metadata_v13_request_with_three_trailing_bytes_decodes():
+    """librdkafka's all-topics Metadata v13 request carries 3 bytes after its body; Kafka
+    answers it, so kraftcore must too."""
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
+    frame = encode_request(body, 13, correlation_id=9, client_id="rdkafka")[4:]
+    request = decode_request(frame + b"\x00\x00\x00")
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
+        3, 13, 9, "rdkafka")
+    assert request.body == body and request.body.topics is None
+    assert request.trailing_bytes == 3
+    assert request.body.decoded_version == 13
+
+
+def test_responses_stay_strict_about_trailing_bytes():
+    frame = API_VERSIONS_V3_RESPONSE[4:] + b"\x00"
+    with pytest.raises(ProtocolError, match="1 unexpected bytes"):
+        decode_response(frame, 18, 3)
 
 
 # ------------------------------------------------------------------------------ decoder

@@ -386,10 +386,14 @@ def test_records_decode_as_a_view(impl):
 
 # ------------------------------------------------------------------------------ registry
 
-# kafka-facts §6.2, widened where §6.2 gives a newer range (Vote 4.0, Metadata 4.0) and by
-# Kafka's schemas for the APIs it does not list (ElectLeaders, DescribeCluster v2).
+# kafka-facts §6.2, widened where §6.2 gives a newer range (Vote 4.0, Metadata 4.0, Fetch
+# 4.x v18) and by Kafka's schemas for the APIs it does not list (ElectLeaders, DescribeCluster
+# v2, the data-plane APIs of test_data_plane_messages).
 EXPECTED = {
-    1: ("Fetch", (0, 17), 12), 3: ("Metadata", (0, 13), 9), 18: ("ApiVersions", (0, 4), 3),
+    0: ("Produce", (0, 13), 9), 1: ("Fetch", (0, 18), 12), 2: ("ListOffsets", (0, 11), 6),
+    3: ("Metadata", (0, 13), 9), 10: ("FindCoordinator", (0, 6), 3),
+    18: ("ApiVersions", (0, 4), 3), 22: ("InitProducerId", (0, 5), 2),
+    23: ("OffsetForLeaderEpoch", (0, 4), 4), 67: ("AllocateProducerIds", (0, 0), 0),
     19: ("CreateTopics", (0, 7), 5), 20: ("DeleteTopics", (0, 6), 4),
     37: ("CreatePartitions", (0, 3), 2), 43: ("ElectLeaders", (0, 2), 2),
     32: ("DescribeConfigs", (0, 4), 4), 44: ("IncrementalAlterConfigs", (0, 1), 1),
@@ -423,7 +427,7 @@ def test_registry():
 
 
 @pytest.mark.smoke
-@pytest.mark.parametrize("key", [-1, 2, 99, 1 << 20, "1", None])
+@pytest.mark.parametrize("key", [-1, 4, 99, 1 << 20, "1", None])
 def test_unknown_api_key(key):
     with pytest.raises(UnsupportedVersionError, match="unknown API key"):
         api(key)

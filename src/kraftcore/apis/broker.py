@@ -3,29 +3,416 @@ dispatch table and its handlers. The node process plugs it into its broker liste
 
     response = await handle_broker_request(facade, request)
 
-`facade` is the broker's own view: `image` (the `MetadataImage` its metadata follower
-holds), `node_id`, `cluster_id` and `controller_id()` (the active controller the broker's
-observer knows, or None). The rules every answer keeps are `kraftcore.apis.dispatch`'s.
+`facade` is the broker's own view:
+
+* `image`: the `MetadataImage` its metadata follower holds; `node_id`, `cluster_id`;
+* `replicas`: its `kraftcore.broker.replicas.ReplicaManager` (None on a node that is not a
+  broker);
+* `controller_id()`: the node id clients are told is the controller — a live broker, this
+  one (KIP-590: clients send admin requests there and the broker forwards them);
+* `controllers()`: the controller endpoints (DescribeCluster with the controller type);
+* `now_ms()`; `async forward(api_key, version, body)`: the active controller's answer to an
+  admin request (the node follows it across elections and gives up after the request's
+  timeout with REQUEST_TIMED_OUT);
+* `async next_producer_id()`: a producer id from the broker's block (a new block from
+  the active controller when it is used up).
 
 | API (key) | versions | answer |
 |---|---|---|
-| Metadata (3) | 0-13 | read from the broker's image (`kraftcore.apis.reads`) |
+| Produce (0) | 3-12 | the leader's append; acks=all waits for the high watermark |
+| Fetch (1) | 4-17 | consumers read up to the high watermark, followers to the log end |
+| ListOffsets (2) | 1-10 | earliest, latest, max timestamp, by timestamp (time index) |
+| Metadata (3) | 0-13 | from the broker's image; ControllerId names this broker |
+| InitProducerId (22) | 0-5 | an idempotent producer's id (no transactions) |
+| OffsetForLeaderEpoch (23) | 2-4 | where an epoch ends in the leader's log |
+| DescribeConfigs (32), DescribeCluster (60) | | from the image (`kraftcore.apis.reads`) |
+| CreateTopics (19), DeleteTopics (20), CreatePartitions (37), ElectLeaders (43), IncrementalAlterConfigs (44) | | forwarded to the active controller |
 
-A broker holds no partition data yet; the data plane's handlers (Produce, Fetch,
-ListOffsets, and the group coordinator's) join `_HANDLERS` here, each reading what the
-broker's facade offers. Admin requests stay the controller's (`kraftcore.apis.controller`):
-a client sends them to the controller listeners.
+Per-partition refusals carry Kafka's codes (`kraftcore.broker.partition.PartitionError`);
+the rules every answer keeps are `kraftcore.apis.dispatch`'s. A Produce with acks=0 is
+answered with nothing (`NO_RESPONSE`), as Kafka does.
 """
 
+import asyncio
+
 from kraftcore.apis.dispatch import request_handler
-from kraftcore.apis.reads import metadata
+from kraftcore.apis.reads import describe_cluster, describe_configs, metadata
+from kraftcore.broker.partition import PartitionError
+from kraftcore.errors import KraftcoreError
+from kraftcore.protocol import messages as m
+from kraftcore.protocol.error_codes import ErrorCode
 
-__all__ = ["handle_broker_request", "BROKER_API_KEYS"]
+__all__ = ["handle_broker_request", "BROKER_API_KEYS", "FORWARDED_API_KEYS", "NO_RESPONSE",
+           "BROKER_VERSIONS"]
 
-_HANDLERS = {3: metadata}
+_E = ErrorCode
+NO_RESPONSE = None
+"""What a handler returns for a request that gets no answer (Produce with acks=0)."""
+
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
+
+
+def _error_of(exc):
+    if isinstance(exc, PartitionError):
+        return exc.code, str(exc)
+    if isinstance(exc, KraftcoreError):
+        return _E.KAFKA_STORAGE_ERROR, str(exc)
+    raise exc
+
+
+def _partition(facade, topic, index):
+    replicas = facade.replicas
+    if replicas is None:
+        raise PartitionError(_E.NOT_LEADER_OR_FOLLOWER, "this node hosts no partitions")
+    return replicas.get(topic, index)
+
+
+# ------------------------------------------------------------------------------ waiting
+
+async def _wait_for(facade, partitions, ready, timeout_ms):
+    """Wait until `ready()` is true, re-checked whenever one of `partitions` changes (log
+    end offset or high watermark), or `timeout_ms` passes. Returns `ready()`."""
+    if ready() or timeout_ms <= 0:
+        return ready()
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    watched = set(map(id, partitions))
+
+    def on_change(partition):
+        if id(partition) in watched and not woken.done() and ready():
+            woken.set_result(True)
+
+    replicas = facade.replicas
+    replicas.watch(on_change)
+    try:
+        await asyncio.wait_for(woken, timeout_ms / 1000)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        replicas.unwatch(on_change)
+    return ready()
+
+
+# ------------------------------------------------------------------------------ Produce
+
+async def produce(facade, version, body):
+    cls = m.ProduceResponse
+    acks = body.acks
+    if acks not in (0, 1, -1):
+        results = {(t.name, p.index): (_E.INVALID_REQUIRED_ACKS,
+                                       f"acks must be 0, 1 or -1 (all), got {acks}")
+                   for t in body.topic_data for p in t.partition_data}
+        return _produce_response(cls, version, body, results, {})
+    if body.transactional_id is not None:
+        results = {(t.name, p.index): (_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       "transactions are not supported")
+                   for t in body.topic_data for p in t.partition_data}
+        return _produce_response(cls, version, body, results, {})
+    results, waiting = {}, []
+    for t in body.topic_data:
+        topic = t.name if version < 13 else t.topic_id
+        for p in t.partition_data:
+            key = (t.name if version < 13 else t.topic_id, p.index)
+            try:
+                if p.records is None or not len(p.records):
+                    raise PartitionError(_E.INVALID_RECORD, "no record batches")
+                partition = _partition(facade, topic, p.index)
+                base = facade.replicas.produce(topic, p.index, bytes(p.records), acks)
+                results[key] = (0, None, base, partition)
+                if acks == -1:
+                    waiting.append((key, partition, partition.log_end_offset))
+            except PartitionError as exc:
+                results[key] = (exc.code, str(exc))
+    if acks == 0:
+        return NO_RESPONSE
+    if waiting:
+        def replicated():
+            return all(p.high_watermark >= end or not p.is_leader for _, p, end in waiting)
+
+        await _wait_for(facade, [p for _, p, _ in waiting], replicated, body.timeout_ms)
+        for key, partition, end in waiting:
+            code, _, base, _ = results[key]
+            if not partition.is_leader:
+                results[key] = (_E.NOT_LEADER_OR_FOLLOWER,
+                                f"{partition.name}: leadership moved before the records "
+                                "were replicated")
+            elif partition.high_watermark < end:
+                results[key] = (_E.REQUEST_TIMED_OUT,
+                                f"{partition.name}: the records were not replicated to the "
+                                f"ISR within {body.timeout_ms} ms")
+            elif not partition.enough_replicas():
+                results[key] = (_E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                                f"{partition.name}: written, but the ISR shrank below "
+                                "min.insync.replicas")
+    return _produce_response(cls, version, body, results, {})
+
+
+def _produce_response(cls, version, body, results, _):
+    topics = []
+    for t in body.topic_data:
+        parts = []
+        for p in t.partition_data:
+            key = (t.name if version < 13 else t.topic_id, p.index)
+            result = results[key]
+            r = cls.PartitionProduceResponse(index=p.index, error_code=result[0],
+                                             base_offset=-1)
+            if result[0] == 0:
+                r.base_offset = result[2]
+                if version >= 5:
+                    r.log_start_offset = result[3].log.log_start_offset
+            elif version >= 8:
+                r.error_message = result[1]
+            parts.append(r)
+        if version >= 13:
+            topics.append(cls.TopicProduceResponse(topic_id=t.topic_id, partition_responses=parts))
+        else:
+            topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=parts))
+    return cls(responses=topics, throttle_time_ms=0)
+
+
+# ------------------------------------------------------------------------------ Fetch
+
+def _replica_id(version, body):
+    if version >= 15:
+        state = body.replica_state
+        return state.replica_id, state.replica_epoch
+    return body.replica_id, -1
+
+
+async def fetch(facade, version, body):
+    cls = m.FetchResponse
+    replica_id, broker_epoch = _replica_id(version, body)
+    follower = replica_id >= 0
+    image = facade.image
+    now = facade.now_ms()
+    wanted = []  # (topic key, name, index, request partition, Partition or error)
+    leader_fetches = []
+    for t in body.topics:
+        if version >= 13:
+            topic_image = image.topics.get(t.topic_id)
+            name = topic_image.name if topic_image is not None else None
+            key = t.topic_id
+        else:
+            name = key = t.topic
+        for p in t.partitions:
+            try:
+                if name is None:
+                    raise PartitionError(_E.UNKNOWN_TOPIC_ID, f"unknown topic id {t.topic_id}")
+                partition = _partition(facade, name, p.partition)
+                partition.check_leader(p.current_leader_epoch if version >= 9 else -1)
+                if follower:
+                    leader_fetches.append((partition, p.fetch_offset,
+                                           p.last_fetched_epoch if version >= 12 else -1))
+                wanted.append((key, name, p, partition))
+            except PartitionError as exc:
+                wanted.append((key, name, p, exc))
+    diverging = {}
+    if leader_fetches:
+        try:
+            diverging = facade.replicas.follower_fetch(replica_id, broker_epoch,
+                                                       leader_fetches, now)
+        except PartitionError as exc:
+            return cls(error_code=exc.code, responses=[])
+
+    def build():
+        total = 0
+        bytes_max = body.max_bytes if version >= 3 else 0x7FFFFFFF
+        topics, by_key = [], {}
+        for key, name, p, partition in wanted:
+            r = cls.PartitionData(partition_index=p.partition, error_code=0,
+                                  high_watermark=-1, records=None)
+            if isinstance(partition, PartitionError):
+                r.error_code = partition.code
+            else:
+                log = partition.log
+                hw = log.high_watermark
+                r.high_watermark = hw
+                r.last_stable_offset = hw
+                r.log_start_offset = log.log_start_offset
+                d = diverging.get(partition)
+                if d is not None:
+                    r.diverging_epoch = cls.EpochEndOffset(epoch=d[0], end_offset=d[1])
+                    r.records = b""
+                else:
+                    limit = min(p.partition_max_bytes, max(0, bytes_max - total))
+                    try:
+                        if limit <= 0:
+                            r.records = b""
+                        else:
+                            read = partition.read(p.fetch_offset, limit, committed=not follower)
+                            r.records = read.records
+                            total += len(read.records)
+                    except PartitionError as exc:
+                        r.error_code = exc.code
+                        r.high_watermark = -1
+            entry = by_key.get(key)
+            if entry is None:
+                entry = cls.FetchableTopicResponse(partitions=[])
+                if version >= 13:
+                    entry.topic_id = key
+                else:
+                    entry.topic = name
+                by_key[key] = entry
+                topics.append(entry)
+            entry.partitions.append(r)
+        return cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total
+
+    response, total = build()
+    if total < max(1, body.min_bytes) and body.max_wait_ms > 0 and not diverging:
+        parts = [w[3] for w in wanted if not isinstance(w[3], PartitionError)]
+        if parts:
+            # the data the fetch may return is what lies past each fetch offset: below the
+            # HW for a consumer, below the log end for a follower
+            positions = [(w[3], w[2].fetch_offset) for w in wanted
+                         if not isinstance(w[3], PartitionError)]
+
+            def arrived():
+                if follower:
+                    return any(p.log_end_offset > o for p, o in positions)
+                return any(p.high_watermark > o for p, o in positions)
+
+            if await _wait_for(facade, parts, arrived, body.max_wait_ms):
+                response, total = build()
+    return response
+
+
+# ------------------------------------------------------------------------------ ListOffsets
+
+async def list_offsets(facade, version, body):
+    cls = m.ListOffsetsResponse
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            r = cls.ListOffsetsPartitionResponse(partition_index=p.partition_index,
+                                                 error_code=0)
+            try:
+                partition = _partition(facade, t.name, p.partition_index)
+                partition.check_leader(p.current_leader_epoch if version >= 4 else -1)
+                offset, timestamp, epoch = _offset_for(partition, p.timestamp, body, version)
+                if version == 0:
+                    r.old_style_offsets = [] if offset < 0 else [offset]
+                else:
+                    r.offset, r.timestamp = offset, timestamp
+                    if version >= 4:
+                        r.leader_epoch = epoch
+            except PartitionError as exc:
+                r.error_code = exc.code
+            parts.append(r)
+        topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return cls(throttle_time_ms=0, topics=topics)
+
+
+def _offset_for(partition, timestamp, body, version):
+    """(offset, timestamp, leader epoch) answering one ListOffsets partition."""
+    log = partition.log
+    # a consumer sees offsets up to the high watermark (read_committed: the same, as there
+    # are no transactions)
+    end = log.high_watermark if body.replica_id < 0 else log.log_end_offset
+    epochs = log.epoch_entries()
+
+    def epoch_of(offset):
+        epoch = -1
+        for e, start in epochs:
+            if start <= offset:
+                epoch = e
+        return epoch
+
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        offset = log.log_start_offset
+        return offset, -1, epoch_of(offset)
+    if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        return end, -1, partition.leader_epoch if end == log.log_end_offset else epoch_of(end)
+    if timestamp == MAX_TIMESTAMP:
+        best = (-1, -1)
+        offset = log.log_start_offset
+        while offset < end:
+            read = log.read(offset, 1 << 20, committed=body.replica_id < 0)
+            if not len(read.records):
+                break
+            for batch in read.batches():
+                if batch.max_timestamp > best[0]:
+                    best = (batch.max_timestamp, batch.last_offset)
+            offset = read.next_offset
+        if best[1] < 0:
+            return -1, -1, -1
+        return best[1], best[0], epoch_of(best[1])
+    if timestamp < 0:
+        raise PartitionError(_E.INVALID_REQUEST, f"unknown ListOffsets timestamp {timestamp}")
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found >= end:
+        return -1, -1, -1
+    read = log.read(found, 1, committed=False)
+    for batch in read.batches():
+        for record in batch.records:
+            if record.offset == found:
+                return found, record.timestamp, epoch_of(found)
+    return found, timestamp, epoch_of(found)
+
+
+# ------------------------------------------------------------------------------ OffsetForLeaderEpoch
+
+async def offset_for_leader_epoch(facade, version, body):
+    cls = m.OffsetForLeaderEpochResponse
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            r = cls.EpochEndOffset(partition=p.partition, error_code=0, leader_epoch=-1,
+                                   end_offset=-1)
+            try:
+                partition = _partition(facade, t.topic, p.partition)
+                partition.check_leader(p.current_leader_epoch if version >= 2 else -1)
+                epoch, end = partition.log.end_offset_for_epoch(p.leader_epoch)
+                r.leader_epoch, r.end_offset = epoch, end
+            except PartitionError as exc:
+                r.error_code = exc.code
+            parts.append(r)
+        topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return cls(throttle_time_ms=0, topics=topics)
+
+
+# ------------------------------------------------------------------------------ InitProducerId
+
+async def init_producer_id(facade, version, body):
+    """An idempotent producer's id: a new one from the broker's block (the controller
+    hands out blocks, AllocateProducerIds), epoch 0. Transactions are not served."""
+    cls = m.InitProducerIdResponse
+    if body.transactional_id is not None:
+        return cls(throttle_time_ms=0, error_code=_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   producer_id=-1, producer_epoch=-1)
+    producer_id = await facade.next_producer_id()
+    return cls(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
+
+
+# ------------------------------------------------------------------------------ forwarding
+
+def _forwarded(key):
+    async def forward(facade, version, body):
+        return await facade.forward(key, version, body)
+
+    forward.__name__ = f"forward_{key}"
+    return forward
+
+
+FORWARDED_API_KEYS = frozenset((19, 20, 37, 43, 44))
+"""CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, IncrementalAlterConfigs:
+sent on to the active controller."""
+
+_HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 22: init_producer_id,
+             23: offset_for_leader_epoch,
+             32: describe_configs, 60: describe_cluster,
+             **{key: _forwarded(key) for key in FORWARDED_API_KEYS}}
 
 BROKER_API_KEYS = frozenset(_HANDLERS)
 """The API keys `handle_broker_request` answers (the listener answers ApiVersions)."""
+
+BROKER_VERSIONS = {0: (3, 12), 1: (4, 17), 2: (1, 10), 23: (2, 4)}
+"""The version ranges the broker listener advertises where they are narrower than the
+schemas' (Kafka 4's: Produce from 3, Fetch from 4, ...)."""
 
 handle_broker_request = request_handler("broker", _HANDLERS)
 """`async handle_broker_request(facade, request) -> response`: the broker's answer to

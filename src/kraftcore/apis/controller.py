@@ -25,6 +25,7 @@ controller listener:
 | BrokerRegistration (62) | 0-4 | `register_broker` |
 | BrokerHeartbeat (63) | 0-1 | `broker_heartbeat` |
 | UnregisterBroker (64) | 0 | `unregister_broker` |
+| AllocateProducerIds (67) | 0 | `allocate_producer_ids`: a block of producer ids |
 | CreateTopics (19) | 0-7 | `create_topics` |
 | DeleteTopics (20) | 0-6, by name; by id from v6 | `delete_topics` |
 | CreatePartitions (37) | 0-3 | `create_partitions`, one call per topic |
@@ -179,6 +180,13 @@ async def _broker_heartbeat(facade, version, body):
 async def _unregister_broker(facade, version, body):
     await _call(facade, "unregister_broker", body.broker_id)
     return m.UnregisterBrokerResponse(error_code=0)
+
+
+async def _allocate_producer_ids(facade, version, body):
+    result = await _call(facade, "allocate_producer_ids", body.broker_id, body.broker_epoch)
+    return m.AllocateProducerIdsResponse(throttle_time_ms=0, error_code=0,
+                                         producer_id_start=result.first_producer_id,
+                                         producer_id_len=result.count)
 
 
 async def _controller_registration(facade, version, body):
@@ -534,6 +542,7 @@ async def _alter_partition(facade, version, body):
 
 _HANDLERS = {
     62: _broker_registration, 63: _broker_heartbeat, 64: _unregister_broker,
+    67: _allocate_producer_ids,
     70: _controller_registration, 19: _create_topics, 20: _delete_topics,
     37: _create_partitions, 44: _incremental_alter_configs, 43: _elect_leaders,
     56: _alter_partition, 60: describe_cluster, 3: metadata, 32: describe_configs,

@@ -14,6 +14,7 @@ Invariants of every answer:
   (`kraftcore.apis.errors`); a value the handler cannot take (ValueError, TypeError, ...,
   any `KraftcoreError`) is INVALID_REQUEST; an unexpected failure is UNKNOWN_SERVER_ERROR
   (logged);
+* a Produce with acks=0 gets none (the handler returns None, the listener sends nothing);
 * it encodes at the request's version: it is checked before it is returned, and one that
   does not is replaced by the bare UNKNOWN_SERVER_ERROR response, so the listener never
   has to drop a connection because of a handler.
@@ -30,6 +31,7 @@ __all__ = ["request_handler"]
 log = logging.getLogger("kraftcore.apis")
 
 _E = ErrorCode
+_PRODUCE_KEY = 0
 # Exceptions a handler raises on a value it cannot take: the request's fault.
 _INPUT_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
                  KraftcoreError)
@@ -48,6 +50,8 @@ def request_handler(role, handlers):
                 raise ControllerError(_E.INVALID_REQUEST, f"{api_name(key)} is not a {role} "
                                       "API; send it to the node that serves it")
             response = await handler(facade, version, body)
+            if response is None and key == _PRODUCE_KEY:
+                return None  # acks=0: no answer at all
         except ControllerError as exc:  # NotControllerError included (code 41)
             response = error_response(key, version, body, exc.code, str(exc))
         except _INPUT_ERRORS as exc:

@@ -14,10 +14,8 @@ A result reader raises the answer's error as the controller would have raised it
 `NotControllerError` for NOT_CONTROLLER (naming no controller: the response names none),
 `ControllerError(code)` otherwise.
 
-`isr_expansion_request(image, broker_id, broker_epoch)` is the AlterPartition a partition
-leader sends to add back to its ISRs the replicas that are active brokers. Brokers hold no
-partition data yet, so such a replica counts as caught up — what a Kafka leader decides
-once a returning follower has fetched up to the high watermark.
+`alter_partition_request(image, broker_id, broker_epoch, changes)` is the AlterPartition a
+partition leader sends for the ISR changes its `ReplicaManager` decided (shrink, expand).
 
 Pure functions of their arguments: no clock, socket or state.
 """
@@ -30,7 +28,7 @@ from kraftcore.protocol.error_codes import ErrorCode, error_name
 from kraftcore.types import HeartbeatResult, RegistrationResult
 
 __all__ = ["registration_request", "registration_result", "heartbeat_request",
-           "heartbeat_result", "isr_expansion_request", "ALTER_PARTITION_VERSION"]
+           "heartbeat_result", "alter_partition_request", "ALTER_PARTITION_VERSION"]
 
 # The AlterPartition version an ISR change is sent at: v3 names each ISR member's broker
 # epoch (KIP-903), so a replica that re-registered in between is not let back by mistake.
@@ -98,28 +96,23 @@ def heartbeat_result(response, *, node_id=None):
                            bool(response.should_shut_down))
 
 
-def isr_expansion_request(image, broker_id, broker_epoch):
+def alter_partition_request(image, broker_id, broker_epoch, changes):
     """The AlterPartitionRequest (at `ALTER_PARTITION_VERSION`) with which broker
-    `broker_id`, as the leader of partitions in `image`, adds back to their ISRs the
-    replicas that are active brokers; None when no partition it leads has one to add."""
+    `broker_id`, as the leader, asks for the ISRs of `changes` ([(partition, new ISR)],
+    partitions as `kraftcore.broker.partition.Partition`): each with the leader and
+    partition epochs it is based on, and each ISR member with its broker epoch from
+    `image` (KIP-903). None when `changes` is empty."""
     cls = m.AlterPartitionRequest
-    topics = []
-    for topic in image.topics.values():
-        partitions = []
-        for p in topic.partitions.values():
-            if p.leader != broker_id:
-                continue
-            back = [r for r in p.replicas if r not in p.isr and image.broker_is_active(r)]
-            if back:
-                isr = list(p.isr) + back
-                partitions.append(cls.PartitionData(
-                    partition_index=p.partition_id, leader_epoch=p.leader_epoch,
-                    new_isr_with_epochs=[cls.BrokerState(
-                        broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
-                        for b in isr],
-                    partition_epoch=p.partition_epoch))
-        if partitions:
-            topics.append(cls.TopicData(topic_id=topic.topic_id, partitions=partitions))
-    if not topics:
+    by_topic = {}
+    for partition, isr in changes:
+        by_topic.setdefault(partition.topic_id, []).append(cls.PartitionData(
+            partition_index=partition.index, leader_epoch=partition.leader_epoch,
+            new_isr_with_epochs=[cls.BrokerState(
+                broker_id=b, broker_epoch=image.brokers[b].broker_epoch
+                if b in image.brokers else -1) for b in isr],
+            partition_epoch=partition.partition_epoch))
+    if not by_topic:
         return None
-    return cls(broker_id=broker_id, broker_epoch=broker_epoch, topics=topics)
+    return cls(broker_id=broker_id, broker_epoch=broker_epoch, topics=[
+        cls.TopicData(topic_id=topic_id, partitions=parts)
+        for topic_id, parts in by_topic.items()])

@@ -56,7 +56,7 @@ from kraftcore.layout import (BATCH_LENGTH, BATCH_LENGTH_OFFSET, CLEAN_SHUTDOWN_
                               LOG_OVERHEAD_BYTES, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX,
                               RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
                               STAMPED_HEADER, STAMPED_HEADER_BYTES, STRAY_SUFFIX,
-                              TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX,
+                              TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX, DELETED_DIR_SUFFIX,
                               BATCH_HEADER_BYTES, file_prefix, parse_prefix)
 from kraftcore.log import checkpoint, fileio, reader
 from kraftcore.log.config import LogConfig
@@ -545,6 +545,26 @@ class Log:
         `LeaderEpochCache.end_offset_for_epoch`)."""
         with self._lock:
             return self._epochs.end_offset_for_epoch(epoch, self._leo)
+
+    def start_epoch(self, epoch):
+        """Record that leader epoch `epoch` starts at the log end offset, before any record
+        of it is appended (a partition's new leader does so when it takes over, as Kafka's
+        does, so that a follower asking where an older epoch ends gets this start). An
+        epoch not above the latest changes nothing. Returns whether it was recorded."""
+        if not isinstance(epoch, int) or not 0 <= epoch <= INT32_MAX:
+            raise InvalidAppendError(f"leader epoch must be an int32 >= 0, got {epoch!r}")
+        with self._lock:
+            self._check_writable()
+            if epoch <= self._epochs.latest_epoch:
+                return False
+            entries = self._epochs.entries()
+            self._epochs.assign(epoch, self._leo)
+            try:
+                self._write_epochs()
+            except StorageError:
+                self._epochs = LeaderEpochCache(entries)
+                raise
+            return True
 
     def _check_writable(self):
         if self._closed:
@@ -1130,6 +1150,28 @@ class Log:
             finally:
                 self._closed = True
                 self._release()
+
+    def delete(self):
+        """Close the log and remove its directory (its topic was deleted, or the partition
+        moved away). As Kafka does, the directory is first renamed to
+        `<topic>-<partition>.<unique>-delete` (one atomic step: a crash after it leaves a
+        directory no open mistakes for a log), then its files are removed."""
+        if self._ticker is not None:
+            self._ticker.stop()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+            parent, name = os.path.split(self.path)
+            doomed = os.path.join(parent, f"{name}.{os.urandom(8).hex()}{DELETED_DIR_SUFFIX}")
+            try:
+                fileio.rename(self.path, doomed)
+                fileio.sync_dir(parent)
+                for entry in os.listdir(doomed):
+                    fileio.unlink(os.path.join(doomed, entry))
+                os.rmdir(doomed)
+            except OSError as exc:
+                raise _storage_error(exc, f"deleting the log in {self.path}") from exc
 
     def _release(self):
         with self._sync_lock:

@@ -78,7 +78,11 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
 The handler is `handler(request, peer)`: `request` is a `kraftcore.protocol.framing.Request`
 and `peer` the client's (host, port). It returns the response message, or an awaitable of
 it (a coroutine is run as a task and cancelled if its connection closes first). The
-listener encodes the response at the request's version with its correlation id.
+listener encodes the response at the request's version with its correlation id. A Produce
+handler may answer None: nothing is sent (acks=0), and the connection goes on.
+
+`api_keys` lists the APIs served (ApiVersions always is); as a dict {key: (low, high)} it
+also narrows the versions advertised and accepted (None keeps the schema's range).
 """
 
 import asyncio
@@ -98,6 +102,7 @@ from kraftcore.protocol.schema import Message
 log = logging.getLogger("kraftcore.net")
 
 _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
+_PRODUCE_KEY = 0
 _CORK_BYTES = limits.NET_SERVER_CORK_BYTES_MAX
 _READ_BYTES = limits.NET_SERVER_READ_BYTES_MAX
 _GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES_MIN
@@ -221,6 +226,7 @@ class Listener:
                              f"least one frame of frame_bytes_max ({frame_bytes_max}), or a "
                              "request of that size could never be read; raise it or lower "
                              "frame_bytes_max")
+        ranges = {}
         if api_keys is None:
             served = dict(API_BY_KEY)
         else:
@@ -230,6 +236,13 @@ class Listener:
                     raise ValueError(f"API key {key!r} is not one kraftcore implements "
                                      f"(known: {sorted(API_BY_KEY)})")
                 served[key] = API_BY_KEY[key]
+                narrowed = api_keys.get(key) if isinstance(api_keys, dict) else None
+                if narrowed is not None:
+                    low, high = API_BY_KEY[key].valid_versions
+                    if not low <= narrowed[0] <= narrowed[1] <= high:
+                        raise ValueError(f"versions {narrowed} of API key {key} are not "
+                                         f"within the known {low}-{high}")
+                    ranges[key] = tuple(narrowed)
             served[_API_VERSIONS_KEY] = API_BY_KEY[_API_VERSIONS_KEY]
         self.handler = handler
         self.name = name
@@ -243,7 +256,9 @@ class Listener:
         self.host = None
         self.port = None
         self._served = dict(sorted(served.items()))
-        self._advertised = [(key, *api.valid_versions) for key, api in self._served.items()]
+        self._ranges = {key: ranges.get(key, api.valid_versions)
+                        for key, api in self._served.items()}
+        self._advertised = [(key, *self._ranges[key]) for key in self._served]
         self._api_versions_frames = {}
         self._server = None
         self._connections = set()
@@ -777,6 +792,10 @@ class _ServerConnection(asyncio.BufferedProtocol):
                           "connection", listener.name, api.name, version, *self.peer)
             self._fail(None)
             return
+        low, high = listener._ranges[api_key]
+        if not low <= version <= high:
+            self._fail(f"{api.name} v{version} is not served here (versions {low}-{high})")
+            return
         if api_key == _API_VERSIONS_KEY and listener.handle_api_versions:
             self._release(charged)
             self._respond(listener._api_versions_frame(version, correlation_id))
@@ -788,7 +807,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
                           "connection", listener.name, api.name, version, *self.peer)
             self._fail(None)
             return
-        if isinstance(result, Message):
+        if result is None and api_key == _PRODUCE_KEY:
+            self._release(charged)  # acks=0: the producer waits for no answer
+        elif isinstance(result, Message):
             self._release(charged)
             frame = self._encode(request, result)
             if frame is not None:
@@ -835,6 +856,8 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._write(frame)
 
     def _write(self, frame):
+        if not frame:
+            return
         self._out.append(frame)
         self._out_bytes += len(frame)
         if self._out_bytes >= _CORK_BYTES:
@@ -860,6 +883,12 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._fail(None)
             return
         result = future.result()
+        if result is None and request.api_key == _PRODUCE_KEY:
+            charge, slot.charge = slot.charge, 0
+            self._release(charge)
+            slot.frame = b""  # acks=0: nothing goes out, the slot just leaves its place
+            self._advance()
+            return
         if not isinstance(result, Message):
             self._fail(f"the handler's awaitable returned {type(result).__name__} for "
                        f"{name} v{request.api_version}, not a response message")

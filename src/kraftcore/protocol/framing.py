@@ -68,6 +68,7 @@ class Request(NamedTuple):
     client_id: object  # str or None
     body: object       # the request message
     header: object     # the RequestHeader
+    trailing_bytes: int = 0  # bytes after the body, ignored (see decode_request)
 
 
 def _apis():
@@ -102,7 +103,12 @@ def decode_request(frame_bytes):
 
     An unknown API key or version raises `UnsupportedVersionError` carrying `api_key`,
     `api_version` and `correlation_id`, so a server can answer it (for ApiVersions, with
-    `unsupported_api_versions_response`). Malformed bytes raise `ProtocolError`."""
+    `unsupported_api_versions_response`). Malformed bytes raise `ProtocolError`.
+
+    Bytes after the body are not an error, as in Kafka (which reads a request's body and
+    never checks that the frame ends there; librdkafka's all-topics Metadata v13 request
+    carries 3 extra bytes): they are skipped and counted in `Request.trailing_bytes`, for
+    the server to log. Responses and metadata records stay strict."""
     api_key, version, correlation_id = peek_request(frame_bytes)
     try:
         cls = _apis().api(api_key).request
@@ -115,9 +121,11 @@ def decode_request(frame_bytes):
     header_version = request_header_version(cls, version)
     header, pos = codec.decode_struct(RequestHeader.program(header_version), frame_bytes)
     header._version = header_version
-    body = codec.decode_message(cls.program(version), memoryview(frame_bytes)[pos:])
+    rest = memoryview(frame_bytes)[pos:]
+    body, end = codec.decode_struct(cls.program(version), rest)
     body._version = version
-    return Request(api_key, version, correlation_id, header.client_id, body, header)
+    return Request(api_key, version, correlation_id, header.client_id, body, header,
+                   len(rest) - end)
 
 
 def encode_response(body, version, correlation_id):

@@ -12,12 +12,19 @@ Nested struct types are named as in Kafka's schemas and hang off their message c
 (`FetchRequest.FetchTopic`, `VoteRequest.PartitionData`, ...). A struct used twice in one
 message (e.g. `DescribeQuorumResponse.ReplicaState`) is given its fields at its first use.
 
-Version ranges are the widest kafka-facts §6.2 gives (e.g. Vote 0-2, Metadata 0-13, Fetch
-0-17 including the versions Kafka 4.0 dropped); `kraftcore.protocol.apis` indexes them by
-API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
+Version ranges are the widest kafka-facts §6.2 gives (e.g. Vote 0-2, Metadata 0-13), joined
+with the newest Kafka schemas: the versions Kafka 4.0 dropped stay (Fetch 0-18, Produce 0-13,
+ListOffsets 0-11), because older clients still send them. `kraftcore.protocol.apis` indexes
+them by API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
+
+The data-plane APIs a broker serves to producers and consumers (Produce, ListOffsets,
+OffsetForLeaderEpoch, FindCoordinator, InitProducerId) and the broker-to-controller
+AllocateProducerIds have their own section below.
 """
 
 from kraftcore.protocol.schema import Field as F, adopt, message
+
+_INT64_MAX = 0x7FFFFFFFFFFFFFFF
 
 # Field groups that several messages share (each call builds fresh Field objects: a schema
 # owns its fields).
@@ -113,7 +120,7 @@ ApiVersionsResponse = message(
 # ------------------------------------------------------------------------------ Fetch
 
 FetchRequest = message(
-    "FetchRequest", kind="request", api_key=1, valid="0-17", flexible="12+", fields=[
+    "FetchRequest", kind="request", api_key=1, valid="0-18", flexible="12+", fields=[
         F("ClusterId", "string", "12+", nullable="12+", tag=0, default=None, ignorable=True),
         F("ReplicaId", "int32", "0-14", default=-1),
         F("ReplicaState", "ReplicaState", "15+", tag=1, fields=[
@@ -137,6 +144,8 @@ FetchRequest = message(
                 F("LogStartOffset", "int64", "5+", default=-1, ignorable=True),
                 F("PartitionMaxBytes", "int32"),
                 F("ReplicaDirectoryId", "uuid", "17+", tag=0, ignorable=True),
+                # v18: the follower's high watermark (KIP-1166); "unknown" is int64 max.
+                F("HighWatermark", "int64", "18+", tag=1, default=_INT64_MAX, ignorable=True),
             ]),
         ]),
         F("ForgottenTopicsData", "[]ForgottenTopic", "7+", fields=[
@@ -148,7 +157,7 @@ FetchRequest = message(
     ])
 
 FetchResponse = message(
-    "FetchResponse", kind="response", api_key=1, valid="0-17", flexible="12+", fields=[
+    "FetchResponse", kind="response", api_key=1, valid="0-18", flexible="12+", fields=[
         F("ThrottleTimeMs", "int32", "1+", ignorable=True),
         F("ErrorCode", "int16", "7+", ignorable=True),
         F("SessionId", "int32", "7+", default=0),
@@ -764,6 +773,182 @@ DescribeClusterResponse = message(
         F("ClusterAuthorizedOperations", "int32", default=-2147483648),
     ])
 
+# ------------------------------------------------------------------------------ data-plane APIs
+
+# Produce: v0-2 carry message format v0/v1 batches, v3 adds the transactional id (and format
+# v2), v9 is the first flexible version, v10 adds the leader hints of KIP-951, v13 names
+# topics by id. Kafka 4.0 stopped accepting v0-2; kraftcore still reads them.
+ProduceRequest = message(
+    "ProduceRequest", kind="request", api_key=0, valid="0-13", flexible="9+", fields=[
+        F("TransactionalId", "string", "3+", nullable="3+", default=None),
+        F("Acks", "int16"),
+        F("TimeoutMs", "int32"),
+        F("TopicData", "[]TopicProduceData", fields=[
+            F("Name", "string", "0-12", ignorable=True),
+            F("TopicId", "uuid", "13+", ignorable=True),
+            F("PartitionData", "[]PartitionProduceData", fields=[
+                F("Index", "int32"),
+                F("Records", "records", nullable="0+"),
+            ]),
+        ]),
+    ])
+
+ProduceResponse = message(
+    "ProduceResponse", kind="response", api_key=0, valid="0-13", flexible="9+", fields=[
+        F("Responses", "[]TopicProduceResponse", fields=[
+            F("Name", "string", "0-12", ignorable=True),
+            F("TopicId", "uuid", "13+", ignorable=True),
+            F("PartitionResponses", "[]PartitionProduceResponse", fields=[
+                F("Index", "int32"),
+                F("ErrorCode", "int16"),
+                F("BaseOffset", "int64"),
+                F("LogAppendTimeMs", "int64", "2+", default=-1, ignorable=True),
+                F("LogStartOffset", "int64", "5+", default=-1, ignorable=True),
+                F("RecordErrors", "[]BatchIndexAndErrorMessage", "8+", ignorable=True, fields=[
+                    F("BatchIndex", "int32", "8+"),
+                    F("BatchIndexErrorMessage", "string", "8+", nullable="8+", default=None),
+                ]),
+                F("ErrorMessage", "string", "8+", nullable="8+", default=None, ignorable=True),
+                F("CurrentLeader", "LeaderIdAndEpoch", "10+", tag=0, fields=[
+                    F("LeaderId", "int32", "10+", default=-1),
+                    F("LeaderEpoch", "int32", "10+", default=-1),
+                ]),
+            ]),
+        ]),
+        F("ThrottleTimeMs", "int32", "1+", default=0, ignorable=True),
+        F("NodeEndpoints", "[]NodeEndpoint", "10+", tag=0, fields=[
+            F("NodeId", "int32", "10+"),
+            F("Host", "string", "10+"),
+            F("Port", "int32", "10+"),
+            F("Rack", "string", "10+", nullable="10+", default=None),
+        ]),
+    ])
+
+# ListOffsets: v0 answers a list of offsets (MaxNumOffsets / OldStyleOffsets), v1+ one
+# timestamp and offset per partition. v11 changes no field (it admits the timestamp -6).
+ListOffsetsRequest = message(
+    "ListOffsetsRequest", kind="request", api_key=2, valid="0-11", flexible="6+", fields=[
+        F("ReplicaId", "int32"),
+        F("IsolationLevel", "int8", "2+"),
+        F("Topics", "[]ListOffsetsTopic", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]ListOffsetsPartition", fields=[
+                F("PartitionIndex", "int32"),
+                F("CurrentLeaderEpoch", "int32", "4+", default=-1, ignorable=True),
+                F("Timestamp", "int64"),
+                F("MaxNumOffsets", "int32", "0", default=1),
+            ]),
+        ]),
+        F("TimeoutMs", "int32", "10+", ignorable=True),
+    ])
+
+ListOffsetsResponse = message(
+    "ListOffsetsResponse", kind="response", api_key=2, valid="0-11", flexible="6+", fields=[
+        F("ThrottleTimeMs", "int32", "2+", ignorable=True),
+        F("Topics", "[]ListOffsetsTopicResponse", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]ListOffsetsPartitionResponse", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+                F("OldStyleOffsets", "[]int64", "0"),
+                F("Timestamp", "int64", "1+", default=-1),
+                F("Offset", "int64", "1+", default=-1),
+                F("LeaderEpoch", "int32", "4+", default=-1),
+            ]),
+        ]),
+    ])
+
+# OffsetForLeaderEpoch: a consumer (ReplicaId -2) or a follower asks where an epoch ends.
+OffsetForLeaderEpochRequest = message(
+    "OffsetForLeaderEpochRequest", kind="request", api_key=23, valid="0-4", flexible="4+",
+    fields=[
+        F("ReplicaId", "int32", "3+", default=-2, ignorable=True),
+        F("Topics", "[]OffsetForLeaderTopic", fields=[
+            F("Topic", "string"),
+            F("Partitions", "[]OffsetForLeaderPartition", fields=[
+                F("Partition", "int32"),
+                F("CurrentLeaderEpoch", "int32", "2+", default=-1, ignorable=True),
+                F("LeaderEpoch", "int32"),
+            ]),
+        ]),
+    ])
+
+OffsetForLeaderEpochResponse = message(
+    "OffsetForLeaderEpochResponse", kind="response", api_key=23, valid="0-4", flexible="4+",
+    fields=[
+        F("ThrottleTimeMs", "int32", "2+", ignorable=True),
+        F("Topics", "[]OffsetForLeaderTopicResult", fields=[
+            F("Topic", "string"),
+            F("Partitions", "[]EpochEndOffset", fields=[
+                F("ErrorCode", "int16"),
+                F("Partition", "int32"),
+                F("LeaderEpoch", "int32", "1+", default=-1, ignorable=True),
+                F("EndOffset", "int64", default=-1),
+            ]),
+        ]),
+    ])
+
+# FindCoordinator: one key up to v3, a batch of keys (CoordinatorKeys, KIP-699) from v4.
+FindCoordinatorRequest = message(
+    "FindCoordinatorRequest", kind="request", api_key=10, valid="0-6", flexible="3+", fields=[
+        F("Key", "string", "0-3"),
+        F("KeyType", "int8", "1+", default=0),
+        F("CoordinatorKeys", "[]string", "4+"),
+    ])
+
+FindCoordinatorResponse = message(
+    "FindCoordinatorResponse", kind="response", api_key=10, valid="0-6", flexible="3+",
+    fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16", "0-3"),
+        F("ErrorMessage", "string", "1-3", nullable="1-3", ignorable=True),
+        F("NodeId", "int32", "0-3"),
+        F("Host", "string", "0-3"),
+        F("Port", "int32", "0-3"),
+        F("Coordinators", "[]Coordinator", "4+", fields=[
+            F("Key", "string", "4+"),
+            F("NodeId", "int32", "4+"),
+            F("Host", "string", "4+"),
+            F("Port", "int32", "4+"),
+            F("ErrorCode", "int16", "4+"),
+            F("ErrorMessage", "string", "4+", nullable="4+", ignorable=True),
+        ]),
+    ])
+
+# InitProducerId: v3 lets a producer bump its own epoch (ProducerId / ProducerEpoch). Kafka's
+# v6 (two-phase commit, KIP-939) is still marked unstable and is not here.
+InitProducerIdRequest = message(
+    "InitProducerIdRequest", kind="request", api_key=22, valid="0-5", flexible="2+", fields=[
+        F("TransactionalId", "string", nullable="0+"),
+        F("TransactionTimeoutMs", "int32"),
+        F("ProducerId", "int64", "3+", default=-1),
+        F("ProducerEpoch", "int16", "3+", default=-1),
+    ])
+
+InitProducerIdResponse = message(
+    "InitProducerIdResponse", kind="response", api_key=22, valid="0-5", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("ProducerId", "int64", default=-1),
+        F("ProducerEpoch", "int16"),
+    ])
+
+# AllocateProducerIds: a broker asks the controller for a block of producer ids.
+AllocateProducerIdsRequest = message(
+    "AllocateProducerIdsRequest", kind="request", api_key=67, valid="0", flexible="0+", fields=[
+        F("BrokerId", "int32"),
+        F("BrokerEpoch", "int64", default=-1),
+    ])
+
+AllocateProducerIdsResponse = message(
+    "AllocateProducerIdsResponse", kind="response", api_key=67, valid="0", flexible="0+",
+    fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ProducerIdStart", "int64"),
+        F("ProducerIdLen", "int32"),
+    ])
+
 REQUESTS = (
     ApiVersionsRequest, FetchRequest, MetadataRequest, CreateTopicsRequest, DeleteTopicsRequest,
     CreatePartitionsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
@@ -771,7 +956,8 @@ REQUESTS = (
     DescribeQuorumRequest, AlterPartitionRequest, FetchSnapshotRequest, DescribeClusterRequest,
     BrokerRegistrationRequest, BrokerHeartbeatRequest, UnregisterBrokerRequest,
     ControllerRegistrationRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
-    UpdateRaftVoterRequest,
+    UpdateRaftVoterRequest, ProduceRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, AllocateProducerIdsRequest,
 )
 RESPONSES = (
     ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
@@ -781,7 +967,8 @@ RESPONSES = (
     AlterPartitionResponse, FetchSnapshotResponse, DescribeClusterResponse,
     BrokerRegistrationResponse, BrokerHeartbeatResponse, UnregisterBrokerResponse,
     ControllerRegistrationResponse, AddRaftVoterResponse, RemoveRaftVoterResponse,
-    UpdateRaftVoterResponse,
+    UpdateRaftVoterResponse, ProduceResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse,
+    FindCoordinatorResponse, InitProducerIdResponse, AllocateProducerIdsResponse,
 )
 
 __all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES",

@@ -82,6 +82,21 @@ _NUMBERS = (
     ("max.connections", "connections_max", "INT", INT32_MAX, 1),
     ("max.connections.per.ip", "connections_per_ip_max", "INT", INT32_MAX, 0),
     ("connections.max.idle.ms", "connections_idle_ms_max", "LONG", 600_000, -1),
+    # The data plane (kafka-broker-facts §C; Kafka's ReplicationConfigs, ServerLogConfigs).
+    ("replica.lag.time.max.ms", "replica_lag_time_ms_max", "LONG", 30_000, 1),
+    ("replica.fetch.wait.max.ms", "replica_fetch_wait_ms_max", "INT", 500, 0),
+    ("replica.fetch.max.bytes", "replica_fetch_bytes_max", "INT", 1024 * 1024, 0),
+    ("replica.fetch.response.max.bytes", "replica_fetch_response_bytes_max", "INT",
+     10 * 1024 * 1024, 0),
+    ("replica.fetch.backoff.ms", "replica_fetch_backoff_ms", "INT", 1000, 0),
+    ("message.max.bytes", "message_bytes_max", "INT", 1024 * 1024 + 12, 0),
+    ("log.segment.bytes", "log_segment_bytes", "INT", 1024 * 1024 * 1024,
+     limits.LOG_SEGMENT_BYTES_MIN),
+    ("log.roll.ms", "log_roll_ms", "LONG", 7 * 24 * 3600 * 1000, 1),
+    ("log.retention.ms", "log_retention_ms", "LONG", 7 * 24 * 3600 * 1000, -1),
+    ("log.retention.bytes", "log_retention_bytes", "LONG", -1, -1),
+    ("log.flush.interval.ms", "log_flush_interval_ms", "LONG", -1, -1),
+    ("log.flush.interval.messages", "log_flush_interval_messages", "LONG", INT64_MAX, 1),
 )
 # queued.max.request.bytes is not in _NUMBERS: its default is kraftcore's own (the value of
 # socket.request.max.bytes, where Kafka's is -1, no limit), see NodeConfig.
@@ -176,6 +191,18 @@ class NodeConfig:
     connections_max: int = INT32_MAX
     connections_per_ip_max: int = INT32_MAX
     connections_idle_ms_max: int = 600_000
+    replica_lag_time_ms_max: int = 30_000
+    replica_fetch_wait_ms_max: int = 500
+    replica_fetch_bytes_max: int = 1024 * 1024
+    replica_fetch_response_bytes_max: int = 10 * 1024 * 1024
+    replica_fetch_backoff_ms: int = 1000
+    message_bytes_max: int = 1024 * 1024 + 12
+    log_segment_bytes: int = 1024 * 1024 * 1024
+    log_roll_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_flush_interval_ms: int = -1
+    log_flush_interval_messages: int = INT64_MAX
     # None: socket_request_bytes_max (kraftcore's default; Kafka's is -1, no limit)
     queued_request_bytes_max: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
@@ -392,6 +419,23 @@ class NodeConfig:
         """`LogConfig` settings for the metadata log (`FileRaftStorage.open(path, **them)`)."""
         return {"segment_bytes": self.metadata_log_segment_bytes,
                 "segment_ms": self.metadata_log_segment_ms}
+
+    def partition_log_settings(self):
+        """`LogConfig` settings of a broker's partition logs. Kafka leaves flushing to the
+        OS and relies on replication: no fsync unless `log.flush.interval.ms` is set (then
+        every that many ms) or `log.flush.interval.messages` is 1 (every append)."""
+        if self.log_flush_interval_messages == 1:
+            fsync, interval = "always", {}
+        elif self.log_flush_interval_ms > 0:
+            fsync, interval = "interval", {"fsync_interval_ms": self.log_flush_interval_ms}
+        else:
+            fsync, interval = "never", {}
+        return {"segment_bytes": self.log_segment_bytes, "segment_ms": self.log_roll_ms,
+                "retention_ms": self.log_retention_ms,
+                "retention_bytes": self.log_retention_bytes,
+                "batch_bytes_max": max(self.message_bytes_max, 61),
+                "append_bytes_max": max(64 * 1024 * 1024, self.message_bytes_max),
+                "fsync": fsync, **interval}
 
     @property
     def request_memory_bytes(self):

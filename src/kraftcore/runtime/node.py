@@ -17,11 +17,13 @@ quorum's requests and clients' arrive on the same controller listener), its peer
 * `BrokerRole`: `BrokerMetadata` applies what the observer core delivers and snapshots the
   image; `BrokerLifecycle`'s requests go to the active controller (the leader the observer
   core knows) as BrokerRegistration / BrokerHeartbeat (`kraftcore.broker.requests`).
-  Brokers hold no partition data yet, so a partition leader counts every replica that is
-  an active broker as caught up: once per heartbeat interval it asks (AlterPartition) to
-  add such replicas back to its ISRs — what a Kafka leader does once a returning follower
-  has fetched up to the high watermark. The broker listener answers with
-  `kraftcore.apis.broker`, the broker's own image as the facade (`_BrokerView`).
+  Each new image goes to the broker's `ReplicaManager` (partition logs under `log.dirs`,
+  leader or follower per partition) and to its `ReplicaFetchers` (one fetch task per
+  leader broker, over a second peer pool keyed by broker id). Every
+  min(500 ms, replica.lag.time.max.ms / 2) a leader sends the ISR changes its partitions
+  decided as one AlterPartition to the active controller. The broker listener answers
+  with `kraftcore.apis.broker` (`_BrokerView`): data-plane requests from the partitions,
+  admin requests forwarded to the active controller (`Node.forward`).
 
 Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
 (leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
@@ -36,21 +38,25 @@ import logging
 import os
 import random
 import signal
+import time
 
-from kraftcore.apis.broker import BROKER_API_KEYS, handle_broker_request
+from kraftcore.apis.broker import BROKER_API_KEYS, BROKER_VERSIONS, handle_broker_request
 from kraftcore.apis.controller import handle_controller_request
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
-from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, heartbeat_request,
-                                       heartbeat_result, isr_expansion_request,
+from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
+from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, alter_partition_request,
+                                       heartbeat_request, heartbeat_result,
                                        registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
 from kraftcore.limits import NODE_SHUTDOWN_WAIT_MS_MAX
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
+from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.raft_driver import RaftDriver
+from kraftcore.runtime.replica_fetcher import ReplicaFetchers
 from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 from kraftcore.types import Uuid
 
@@ -174,9 +180,72 @@ class BrokerRole(_Wakeup):
             session_timeout_ms=config.broker_session_timeout_ms,
             request_timeout_ms=config.raft_config().request_timeout_ms)
         self._next_isr_check_ms = 0
-        self._isr_requests = 0  # AlterPartition requests in flight
+        self._isr_check_interval_ms = max(1, min(500, config.replica_lag_time_ms_max // 2))
         self._transitions_logged = 0
         self.done = asyncio.get_running_loop().create_future()
+        self.replicas = ReplicaManager(config.node_id, config.log_dirs, ReplicaConfig(
+            replica_lag_time_max_ms=config.replica_lag_time_ms_max,
+            min_insync_replicas=config.min_insync_replicas,
+            log_settings=tuple(config.partition_log_settings().items())))
+        # Broker-to-broker connections (replica fetches), by broker id.
+        self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000)
+        self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
+                                        config, lambda: self.lifecycle.broker_epoch)
+        self.metadata.add_publisher(self._on_image)
+        self._producer_ids = None  # (next, end) of the current block
+        self._producer_ids_request = None
+
+    def _on_image(self, image, update):
+        """A new metadata image: the partitions' roles follow it, and the fetchers the
+        leaders."""
+        node = self.node
+        changes = self.replicas.apply_image(image, node.driver.clock())
+        for p in changes.leaders:
+            log.info("broker %s: leader of %s at epoch %s (ISR %s, log end offset %s)",
+                     node.node_id, p.name, p.leader_epoch, list(p.isr), p.log_end_offset)
+        for p in changes.followers:
+            log.info("broker %s: follower of %s at epoch %s (leader %s)", node.node_id,
+                     p.name, p.leader_epoch, p.leader_id)
+        for p in changes.removed:
+            log.info("broker %s: no longer hosts %s", node.node_id, p.name)
+        self.fetchers.update(image)
+
+    async def next_producer_id(self):
+        """A producer id from the broker's block; a new block (AllocateProducerIds to the
+        active controller, one request at a time) when it is used up."""
+        while self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+            if self._producer_ids_request is None:
+                self._producer_ids_request = asyncio.ensure_future(self._allocate_producer_ids())
+            request = self._producer_ids_request
+            try:
+                block = await asyncio.shield(request)
+            finally:
+                if self._producer_ids_request is request and request.done():
+                    self._producer_ids_request = None
+            if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+                self._producer_ids = block
+        first, end = self._producer_ids
+        self._producer_ids = (first + 1, end)
+        return first
+
+    async def _allocate_producer_ids(self):
+        body = m.AllocateProducerIdsRequest(broker_id=self.node.node_id,
+                                            broker_epoch=self.lifecycle.broker_epoch)
+        response = await self.node.forward(67, 0, body)
+        if response.error_code:
+            raise ControllerError(response.error_code, "the controller refused a block of "
+                                  f"producer ids: error {response.error_code}")
+        return (response.producer_id_start, response.producer_id_start + response.producer_id_len)
+
+    async def close(self):
+        await self.fetchers.close()
+        await self.broker_pool.close()
+        try:
+            self.replicas.close()
+        except KraftcoreError as exc:
+            log.error("broker %s: closing the partition logs failed: %s", self.node.node_id,
+                      exc)
+            self.node.exit_code = 1
 
     def start(self):
         self.lifecycle.start(self.node.driver.clock())
@@ -232,10 +301,9 @@ class BrokerRole(_Wakeup):
                     # must not go on unregistered (and exit 0 when stopped)
                     node.fail(lifecycle.error)
             return
-        interval = self.node.config.broker_heartbeat_interval_ms
         if now >= self._next_isr_check_ms:
-            self._next_isr_check_ms = now + interval
-            self._maybe_expand_isrs()
+            self._next_isr_check_ms = now + self._isr_check_interval_ms
+            self._maybe_change_isrs(now)
         deadline = self._next_isr_check_ms if deadline is None else min(
             deadline, self._next_isr_check_ms)
         self.schedule(max(0, deadline - now))
@@ -272,22 +340,43 @@ class BrokerRole(_Wakeup):
         node.pool.send_nowait(target, body, version,
                               lambda *answer: self.guarded(on_response, *answer))
 
-    def _maybe_expand_isrs(self):
-        """As partition leader, ask to re-admit replicas that are active brokers (see the
-        module docstring)."""
+    def _maybe_change_isrs(self, now):
+        """As partition leader, send the ISR changes the replica manager decided (shrink
+        past replica.lag.time.max.ms, expand once caught up) to the active controller."""
         lifecycle = self.lifecycle
-        if not lifecycle.is_online or self._isr_requests:
-            return
-        body = isr_expansion_request(self.metadata.image, self.node.node_id,
-                                     lifecycle.broker_epoch)
         target = self.node.driver.core.leader_id
-        if body is None or target is None or target not in self.node.voters:
+        if not lifecycle.is_online or target is None or target not in self.node.voters:
             return
+        image = self.metadata.image
+
+        def eligible(broker_id, broker_epoch):
+            broker = image.brokers.get(broker_id)
+            return image.broker_is_active(broker_id) and broker_epoch in (
+                -1, broker.broker_epoch)
+
+        changes = self.replicas.isr_changes(now, eligible)
+        body = alter_partition_request(image, self.node.node_id, lifecycle.broker_epoch,
+                                       changes)
+        if body is None:
+            return
+        for partition, isr in changes:
+            log.info("broker %s: asking to change the ISR of %s from %s to %s",
+                     self.node.node_id, partition.name, list(partition.isr), list(isr))
 
         def on_response(response, error):
-            self._isr_requests -= 1  # the image shows the outcome; errors retry next time
+            answers = {}
+            if error is None and not response.error_code:
+                for t in response.topics:
+                    for p in t.partitions:
+                        answers[(t.topic_id, p.partition_index)] = p
+            for partition, _ in changes:
+                p = answers.get((partition.topic_id, partition.index))
+                if p is not None and p.error_code == 0:
+                    partition.end_isr_change(p.leader_epoch, p.partition_epoch, p.isr)
+                else:
+                    partition.end_isr_change()
+            self.schedule(0)
 
-        self._isr_requests += 1
         self.node.pool.send_nowait(target, body, ALTER_PARTITION_VERSION, on_response)
 
     def begin_shutdown(self):
@@ -296,17 +385,31 @@ class BrokerRole(_Wakeup):
 
 
 class _BrokerView:
-    """The broker's facade for `kraftcore.apis.broker`: its own image, and the active
-    controller its observer knows."""
+    """The broker's facade for `kraftcore.apis.broker`: its own image and partitions.
+    Clients are told this broker is the controller (KIP-590): their admin requests come
+    here and are forwarded to the active controller."""
 
     def __init__(self, node):
+        self.node = node
         self.node_id = node.node_id
         self.cluster_id = node.cluster_id
         self.image = node.broker.metadata.image
-        self._core = node.driver.core
+        self.replicas = node.broker.replicas
 
     def controller_id(self):
-        return self._core.leader_id
+        return self.node_id
+
+    def controllers(self):
+        return dict(self.node.voters)
+
+    def now_ms(self):
+        return self.node.driver.clock()
+
+    async def forward(self, api_key, version, body):
+        return await self.node.forward(api_key, version, body)
+
+    async def next_producer_id(self):
+        return await self.node.broker.next_producer_id()
 
 
 class Node:
@@ -389,10 +492,10 @@ class Node:
             self.controller = ControllerRole(self)
         if config.is_broker:
             host, port = config.broker_listener
-            # Brokers serve no partition data yet: the listener answers ApiVersions and
-            # what kraftcore.apis.broker serves (Metadata, from the broker's own image).
+            # The listener answers ApiVersions and what kraftcore.apis.broker serves.
             listener = await Listener.start(host, port, self._handle_broker,
-                                            api_keys=sorted(BROKER_API_KEYS),
+                                            api_keys={k: BROKER_VERSIONS.get(k)
+                                                      for k in sorted(BROKER_API_KEYS)},
                                             memory=self.request_memory,
                                             **config.listener_settings(),
                                             name=f"broker-{self.node_id}")
@@ -440,6 +543,33 @@ class Node:
     async def _handle_broker(self, request, peer):
         return await handle_broker_request(_BrokerView(self), request)
 
+    async def forward(self, api_key, version, body):
+        """Send an admin request a client gave this broker on to the active controller
+        and return its answer. An answer of NOT_CONTROLLER (an election in between), or
+        no controller known yet, is retried until the request's own timeout
+        (`timeout_ms`, else 30 s) ends; then REQUEST_TIMED_OUT."""
+        timeout_ms = getattr(body, "timeout_ms", 0) or 30_000
+        deadline = time.monotonic() + timeout_ms / 1000
+        last = "no active controller is known"
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                raise ControllerError(ErrorCode.REQUEST_TIMED_OUT,
+                                      f"could not reach the active controller within "
+                                      f"{timeout_ms} ms: {last}")
+            target = self.driver.core.leader_id
+            if target is not None and target in self.voters:
+                try:
+                    response = await self.pool.send(target, body, version,
+                                                    timeout_ms=remaining_ms)
+                except KraftcoreError as exc:
+                    last = f"controller {target}: {exc}"
+                else:
+                    if not _says_not_controller(response):
+                        return response
+                    last = f"controller {target} is no longer the active controller"
+            await asyncio.sleep(min(0.1, max(0, remaining_ms) / 1000))
+
     def fail(self, exc, logged=False):
         """Stop with exit status 1; `logged`: the error line is written already (the
         driver's)."""
@@ -474,6 +604,12 @@ class Node:
         return self.exit_code
 
     async def stop(self, graceful=True):
+        await self._stop(graceful)
+        if self.broker is not None:
+            await self.broker.close()
+        log.info("node %s stopped", self.node_id)
+
+    async def _stop(self, graceful):
         if graceful and self.broker is not None:
             self.broker.begin_shutdown()
             try:
@@ -500,4 +636,17 @@ class Node:
             except KraftcoreError as exc:
                 log.error("node %s: closing the metadata log failed: %s", self.node_id, exc)
                 self.exit_code = 1
-        log.info("node %s stopped", self.node_id)
+
+
+def _says_not_controller(response):
+    """Whether a controller's answer refuses with NOT_CONTROLLER: its top-level error code,
+    or the error code of every item it lists."""
+    code = getattr(response, "error_code", None)
+    if code == ErrorCode.NOT_CONTROLLER:
+        return True
+    codes = []
+    for name in ("topics", "results", "responses", "replica_election_results"):
+        for item in getattr(response, name, None) or ():
+            if hasattr(item, "error_code"):
+                codes.append(item.error_code)
+    return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)

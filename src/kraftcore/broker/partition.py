@@ -1,0 +1,443 @@
+"""`Partition`: one partition replica a broker hosts — its `kraftcore.log.Log` and its role
+(leader, follower, or neither while the partition has no leader) — and the replication
+rules of a partition leader (kafka-broker-facts §C.1-§C.3; Kafka's `Partition`).
+
+The role comes only from the metadata image (`apply`): the controller is the one writer of
+leaders, ISRs and epochs. A leader changes its ISR only by asking the controller
+(AlterPartition); until the answer is in the image it uses the *maximal* ISR (the
+committed ISR plus the replicas it asked to add), as Kafka does.
+
+As leader:
+
+* every follower fetch records the follower's log end offset (its fetch offset), the fetch
+  time and its last caught-up time: the fetch time when it fetched at the leader's log
+  end offset, else the previous fetch time when it then had reached the leader's log end
+  offset of that previous fetch;
+* a follower that has not been caught up within `replica.lag.time.max.ms` is dropped from
+  the ISR (`isr_to_shrink`); a follower that reaches the high watermark and the start
+  offset of the leader's epoch is added back (`isr_to_expand`), when it is an active
+  broker;
+* the high watermark is the least log end offset over the maximal ISR, frozen while the ISR
+  is smaller than the effective `min.insync.replicas` (min(setting, replication factor),
+  KIP-966), and it never goes down. The arithmetic is `HighWatermarks`', shared by every
+  partition the broker leads, so a fetch round costs what it moves;
+* a follower fetch whose (last fetched epoch, fetch offset) is not in the leader's log is
+  answered with the diverging epoch and where it ends (`divergence`), and the follower
+  truncates there.
+
+Idempotent producers (`kraftcore.log.producer_state`): a leader checks each producer's
+epoch and sequence before it appends, and answers a retried batch with the offset of its
+first write; leader and follower both record every appended batch, so a new leader knows
+its predecessor's producers. The state is snapshotted when the log closes and rebuilt from
+the newest snapshot plus the log after it.
+
+As follower, the log takes the leader's batches as they are (`append_as_follower`), its
+high watermark is min(own log end offset, the leader's), and it truncates where the
+leader says its log diverges — below its own high watermark too, when an unclean election
+chose a leader without those records (the loss Kafka accepts for availability).
+
+No clock, socket or thread here: time is the `now_ms` the caller passes.
+"""
+
+from kraftcore.epochs import UNDEFINED_EPOCH
+from kraftcore.errors import (CorruptRecordError, InvalidAppendError, KraftcoreError,
+                              LogClosedError, OffsetOutOfRangeError, StorageError,
+                              UnsupportedCompressionError)
+from kraftcore.layout import BATCH_LENGTH, BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES
+from kraftcore.log import producer_state
+from kraftcore.log.producer_state import (InvalidProducerEpochError, OutOfOrderSequenceError,
+                                          batch_headers)
+from kraftcore.protocol.error_codes import ErrorCode
+
+__all__ = ["Partition", "PartitionError", "FollowerState", "LEADER", "FOLLOWER", "OFFLINE"]
+
+LEADER, FOLLOWER, OFFLINE = "leader", "follower", "offline"
+_E = ErrorCode
+
+
+def _batch_sizes(data):
+    """The sizes the batches of `data` declare (what their framing says; the log checks
+    that it holds)."""
+    view = memoryview(data).cast("B")
+    pos, end, sizes = 0, len(view), []
+    while pos + LOG_OVERHEAD_BYTES <= end:
+        size = LOG_OVERHEAD_BYTES + BATCH_LENGTH.unpack_from(view, pos + BATCH_LENGTH_OFFSET)[0]
+        if size <= LOG_OVERHEAD_BYTES:
+            break
+        sizes.append(size)
+        pos += size
+    return sizes
+
+
+class PartitionError(KraftcoreError):
+    """A partition refused a request; `code` is the Kafka error code its answer carries."""
+
+    def __init__(self, code, message):
+        self.code = int(code)
+        super().__init__(message)
+
+
+class FollowerState:
+    """What a leader knows of one follower (Kafka's `Replica` state)."""
+
+    __slots__ = ("end_offset", "last_fetch_ms", "last_caught_up_ms", "leader_end_at_fetch",
+                 "broker_epoch")
+
+    def __init__(self, caught_up_ms):
+        self.end_offset = -1
+        self.last_fetch_ms = -1
+        self.last_caught_up_ms = caught_up_ms
+        self.leader_end_at_fetch = -1
+        self.broker_epoch = -1
+
+
+class Partition:
+    """One hosted partition: `log` (a `kraftcore.log.Log`), and its replication state."""
+
+    def __init__(self, topic, topic_id, index, log, broker_id, tracker):
+        self.topic = topic
+        self.topic_id = topic_id
+        self.index = index
+        self.log = log
+        self.broker_id = broker_id
+        self.tracker = tracker  # the broker's `HighWatermarks`
+        self.role = OFFLINE
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas = ()
+        self.isr = ()  # the committed ISR (the image's)
+        self.maximal_isr = ()  # committed ISR plus pending additions (leader only)
+        self.isr_in_flight = None  # the ISR an AlterPartition in flight asks for
+        self.min_isr = 1
+        self.followers = {}
+        self.epoch_start_offset = 0
+        self.slot = None  # the tracker's slot while this broker leads
+        self.producers = self._load_producers()
+
+    def _load_producers(self):
+        """The idempotent producers' state: the newest producer snapshot at or below the
+        log end offset, then the batches after it."""
+        log = self.log
+        offset, state = producer_state.read_snapshot(log.path, log.log_end_offset)
+        offset = max(offset, log.log_start_offset)
+        while offset < log.log_end_offset:
+            read = log.read(offset, 1 << 20)
+            if not len(read.records):
+                break
+            state.update(batch_headers(read.records))
+            offset = read.next_offset
+        return state
+
+    def close_log(self):
+        """Snapshot the producers' state at the log end offset and close the log (the
+        next open reads the snapshot instead of the whole log)."""
+        self.close()
+        log = self.log
+        if not log.closed:
+            try:
+                producer_state.write_snapshot(log.path, log.log_end_offset, self.producers)
+            finally:
+                log.close()
+
+    def __repr__(self):
+        return (f"Partition({self.topic}-{self.index}, {self.role}, leader {self.leader_id}, "
+                f"epoch {self.leader_epoch}, isr {list(self.isr)})")
+
+    @property
+    def name(self):
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def is_leader(self):
+        return self.role == LEADER
+
+    @property
+    def high_watermark(self):
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self):
+        return self.log.log_end_offset
+
+    # ------------------------------------------------------------------ roles
+
+    def apply(self, record, min_isr, now_ms):
+        """Take the partition's state from its image record (a `PartitionRecord`). Returns
+        "leader" / "follower" / "offline" when the role or leader epoch changed, else None."""
+        self.min_isr = max(1, int(min_isr))
+        new_epoch = record.leader_epoch != self.leader_epoch
+        self.partition_epoch = record.partition_epoch
+        self.replicas = tuple(record.replicas)
+        self.isr = tuple(record.isr)
+        if record.leader == self.broker_id:
+            if self.role != LEADER or new_epoch:
+                self._become_leader(record, now_ms)
+                return LEADER
+            self.isr_in_flight = None
+            self._set_maximal_isr(self.isr)
+            if self.slot is not None:
+                self._take_hw(self.tracker.set_min_isr(self.slot, self._effective_min_isr()))
+            return None
+        role = FOLLOWER if record.leader >= 0 else OFFLINE
+        changed = self.role != role or new_epoch or self.leader_id != record.leader
+        self._stop_leading()
+        self.role, self.leader_id, self.leader_epoch = role, record.leader, record.leader_epoch
+        return role if changed else None
+
+    def _effective_min_isr(self):
+        return min(self.min_isr, max(1, len(self.replicas)))
+
+    def _become_leader(self, record, now_ms):
+        self._stop_leading()
+        self.role, self.leader_id, self.leader_epoch = LEADER, self.broker_id, record.leader_epoch
+        log = self.log
+        self.epoch_start_offset = log.log_end_offset
+        log.start_epoch(record.leader_epoch)
+        in_isr = set(self.isr)
+        self.followers = {r: FollowerState(now_ms if r in in_isr else 0)
+                          for r in self.replicas if r != self.broker_id}
+        self.isr_in_flight = None
+        self.maximal_isr = self.isr
+        self.slot = self.tracker.add(list(self.replicas), list(self.isr), self.broker_id,
+                                     log.log_end_offset, log.high_watermark,
+                                     self._effective_min_isr())
+
+    def _stop_leading(self):
+        if self.slot is not None:
+            self.tracker.remove(self.slot)
+            self.slot = None
+        self.followers = {}
+        self.isr_in_flight = None
+        self.maximal_isr = ()
+
+    def close(self):
+        """Stop the role (the log stays open: the manager closes or deletes it)."""
+        self._stop_leading()
+        self.role = OFFLINE
+
+    def _set_maximal_isr(self, isr):
+        self.maximal_isr = tuple(isr)
+        if self.slot is not None:
+            self._take_hw(self.tracker.set_isr(self.slot, list(isr)))
+
+    def _take_hw(self, hw):
+        """Store a high watermark the tracker moved (None: it did not move)."""
+        if hw is not None and hw > self.log.high_watermark:
+            self.log.update_high_watermark(min(hw, self.log.log_end_offset))
+            return True
+        return False
+
+    # ------------------------------------------------------------------ leader
+
+    def check_leader(self, current_leader_epoch=-1):
+        """Raise unless this replica leads, in `current_leader_epoch` when one is given."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            if current_leader_epoch > self.leader_epoch:
+                raise PartitionError(_E.UNKNOWN_LEADER_EPOCH, (
+                    f"{self.name}: leader epoch {current_leader_epoch} is newer than this "
+                    f"broker's {self.leader_epoch}; its metadata is behind"))
+            raise PartitionError(_E.FENCED_LEADER_EPOCH, (
+                f"{self.name}: leader epoch {current_leader_epoch} is fenced; the current "
+                f"one is {self.leader_epoch}"))
+        if self.role != LEADER:
+            raise PartitionError(_E.NOT_LEADER_OR_FOLLOWER, (
+                f"broker {self.broker_id} is not the leader of {self.name} (leader "
+                f"{self.leader_id}, epoch {self.leader_epoch})"))
+
+    def append_as_leader(self, data, required_acks):
+        """Append a producer's batches (bytes): offsets are assigned and the leader epoch
+        stamped by the log. Returns (base offset, high watermark moved). With acks=all an
+        ISR below the effective min ISR refuses before anything is written
+        (NOT_ENOUGH_REPLICAS)."""
+        self.check_leader()
+        if required_acks == -1 and len(self.isr) < self._effective_min_isr():
+            raise PartitionError(_E.NOT_ENOUGH_REPLICAS, (
+                f"{self.name}: the ISR {list(self.isr)} is smaller than min.insync.replicas "
+                f"{self._effective_min_isr()}"))
+        log = self.log
+        headers = batch_headers(data)
+        limit = log.config.batch_bytes_max
+        if any(size > limit for size in _batch_sizes(data)):
+            raise PartitionError(_E.MESSAGE_TOO_LARGE, (
+                f"{self.name}: a batch is larger than message.max.bytes ({limit})"))
+        try:
+            if headers and headers[0][2] >= 0:  # an idempotent producer's batch
+                _, last, pid, epoch, seq, _, delta = headers[0]
+                duplicate = self.producers.check(pid, epoch, seq, delta + 1)
+                if duplicate is not None:
+                    return duplicate, False  # a retry: answered with the first write's offset
+            base = log.append(data, leader_epoch=self.leader_epoch, sync=False)
+        except OutOfOrderSequenceError as exc:
+            raise PartitionError(_E.OUT_OF_ORDER_SEQUENCE_NUMBER, f"{self.name}: {exc}") from None
+        except InvalidProducerEpochError as exc:
+            raise PartitionError(_E.INVALID_PRODUCER_EPOCH, f"{self.name}: {exc}") from None
+        except CorruptRecordError as exc:
+            raise PartitionError(_E.CORRUPT_MESSAGE, f"{self.name}: {exc}") from None
+        except UnsupportedCompressionError as exc:
+            raise PartitionError(_E.UNSUPPORTED_COMPRESSION_TYPE, f"{self.name}: {exc}") from None
+        except InvalidAppendError as exc:
+            raise PartitionError(_E.INVALID_RECORD, f"{self.name}: {exc}") from None
+        except (LogClosedError, StorageError) as exc:
+            raise PartitionError(_E.KAFKA_STORAGE_ERROR, f"{self.name}: {exc}") from None
+        offset = base
+        assigned = []
+        for _, last, pid, epoch, seq, ts, delta in headers:
+            assigned.append((offset, offset + delta, pid, epoch, seq, ts, delta))
+            offset += delta + 1
+        self.producers.update(assigned)
+        moved = self._take_hw(self.tracker.on_leader_append(self.slot, log.log_end_offset))
+        return base, moved
+
+    def enough_replicas(self):
+        """Whether the maximal ISR still meets the effective min ISR (an acks=all produce
+        whose records the HW passed answers NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise)."""
+        return len(self.maximal_isr) >= self._effective_min_isr()
+
+    def divergence(self, last_fetched_epoch, fetch_offset):
+        """(epoch, end offset) where a follower's log diverges from this leader's, or None.
+        `last_fetched_epoch` -1 means the follower names none (no check)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch == UNDEFINED_EPOCH and self.log.latest_epoch < 0:
+            return None
+        if end < fetch_offset or epoch < last_fetched_epoch:
+            return epoch, end
+        return None
+
+    def on_follower_fetch(self, replica_id, fetch_offset, broker_epoch, now_ms):
+        """Record a follower's fetch (Kafka's `updateFollowerFetchState`); the caller then
+        moves the high watermark of every fetched partition in one tracker call. Returns
+        whether the follower may now join the ISR (`isr_to_expand` names it)."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise PartitionError(_E.NOT_LEADER_OR_FOLLOWER, (
+                f"broker {replica_id} is not a replica of {self.name} "
+                f"(replicas {list(self.replicas)})"))
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+        elif state.leader_end_at_fetch >= 0 and fetch_offset >= state.leader_end_at_fetch:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.end_offset = fetch_offset
+        state.last_fetch_ms = now_ms
+        state.leader_end_at_fetch = leader_end
+        state.broker_epoch = broker_epoch
+        return (replica_id not in self.maximal_isr
+                and fetch_offset >= self.log.high_watermark
+                and fetch_offset >= self.epoch_start_offset)
+
+    def isr_to_shrink(self, now_ms, lag_max_ms):
+        """The ISR without the followers that have not caught up within `lag_max_ms`, or
+        None when every member is caught up (or an ISR change is in flight)."""
+        if self.role != LEADER or self.isr_in_flight is not None:
+            return None
+        leader_end = self.log.log_end_offset
+        keep = []
+        for r in self.maximal_isr:
+            state = self.followers.get(r)
+            if state is not None and state.end_offset != leader_end \
+                    and now_ms - state.last_caught_up_ms > lag_max_ms:
+                continue
+            keep.append(r)
+        if len(keep) == len(self.maximal_isr):
+            return None
+        return keep
+
+    def isr_to_expand(self, eligible):
+        """The maximal ISR plus the caught-up followers `eligible(broker_id, epoch)`
+        accepts, or None when there is none to add (or a change is in flight)."""
+        if self.role != LEADER or self.isr_in_flight is not None:
+            return None
+        hw = self.log.high_watermark
+        add = [r for r, s in self.followers.items()
+               if r not in self.maximal_isr and s.end_offset >= hw
+               and s.end_offset >= self.epoch_start_offset and eligible(r, s.broker_epoch)]
+        if not add:
+            return None
+        return list(self.maximal_isr) + sorted(add)
+
+    def begin_isr_change(self, isr):
+        """An AlterPartition asking for `isr` goes out: the maximal ISR includes additions
+        now, and removals only once the controller has committed them."""
+        self.isr_in_flight = tuple(isr)
+        self._set_maximal_isr(tuple(dict.fromkeys((*self.maximal_isr, *isr))))
+
+    def end_isr_change(self, leader_epoch=None, partition_epoch=None, isr=None):
+        """The AlterPartition was answered. With the answer's state (same leader epoch),
+        the ISR is taken from it; without (an error), the maximal ISR is the committed one
+        again and the next check retries."""
+        self.isr_in_flight = None
+        if self.role != LEADER:
+            return
+        if isr is not None and leader_epoch == self.leader_epoch \
+                and partition_epoch >= self.partition_epoch:
+            self.partition_epoch = partition_epoch
+            self.isr = tuple(isr)
+        self._set_maximal_isr(self.isr)
+
+    # ------------------------------------------------------------------ follower
+
+    def append_as_follower(self, data, leader_high_watermark):
+        """Append batches fetched from the leader and take its high watermark (at most our
+        log end offset). Returns whether the high watermark moved."""
+        log = self.log
+        if len(data):
+            log.append_as_follower(data, sync=False)
+            self.producers.update(batch_headers(data))
+        return self.follower_high_watermark(leader_high_watermark)
+
+    def follower_high_watermark(self, leader_high_watermark):
+        log = self.log
+        hw = min(log.log_end_offset, leader_high_watermark)
+        if hw > log.high_watermark:
+            log.update_high_watermark(hw)
+            return True
+        return False
+
+    def truncate_to(self, offset):
+        """Remove this follower's records from `offset` on (the leader's log diverges
+        there). Below the high watermark only after an unclean election; returns the
+        number of offsets removed."""
+        log = self.log
+        offset = max(offset, log.log_start_offset)
+        removed = max(0, log.log_end_offset - offset)
+        if removed:
+            if log.high_watermark > offset:
+                log.update_high_watermark(offset)
+            log.truncate_to(offset)
+            self.producers = self._load_producers()
+        return removed
+
+    def truncate_for_divergence(self, epoch, end_offset):
+        """Truncate where the leader says this follower's log diverges (Kafka's
+        `getOffsetForTruncation`): to the end of `epoch` in both logs, the smaller; to the
+        high watermark when the leader knows no such epoch (-1). Returns (offset, records
+        removed)."""
+        log = self.log
+        if epoch < 0 or end_offset < 0:
+            offset = log.high_watermark
+        else:
+            own_epoch, own_end = log.end_offset_for_epoch(epoch)
+            offset = end_offset if own_end < 0 else min(end_offset, own_end)
+        offset = min(offset, log.log_end_offset)
+        return offset, self.truncate_to(offset)
+
+    def restart_at(self, offset):
+        """Drop the whole log and start empty at `offset` (the leader's log starts past
+        this follower's end)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.producers = self._load_producers()
+
+    def fetch_position(self):
+        """(fetch offset, last fetched epoch) of this follower's next fetch."""
+        return self.log.log_end_offset, self.log.latest_epoch
+
+    def read(self, offset, bytes_max, *, committed):
+        """A read for a fetch: `OffsetOutOfRangeError` outside the log's range becomes
+        OFFSET_OUT_OF_RANGE."""
+        try:
+            return self.log.read(offset, bytes_max, committed=committed)
+        except OffsetOutOfRangeError as exc:
+            raise PartitionError(_E.OFFSET_OUT_OF_RANGE, f"{self.name}: {exc}") from None

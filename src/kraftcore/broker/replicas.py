@@ -1,0 +1,302 @@
+"""`ReplicaManager`: the partitions a broker hosts, made leader or follower by its metadata
+image (Kafka's `ReplicaManager` with its KRaft `applyDelta`), and the storage under
+`log.dirs` they live in.
+
+Storage (Kafka's layout): one `kraftcore.log.Log` directory `<topic>-<partition>` per hosted
+partition in one of `log.dirs` (a new partition goes to the directory holding the fewest),
+each with its segments, indexes, leader-epoch checkpoint and offset checkpoints, and
+`meta.properties` at each root (written by `kraftcore format`). A partition the image no
+longer gives this broker is closed; one whose topic is gone is deleted.
+
+What the manager answers (each call takes `now_ms`; no clock, socket or thread here):
+
+* `apply_image(image, now_ms)`: roles from the image; returns a `RoleChanges`;
+* `produce(topic, partition, data, acks)`: the leader's append (`Partition.append_as_leader`);
+* `follower_fetch(replica_id, broker_epoch, [(partition, fetch offset, last fetched
+  epoch)], now_ms)`: the leader's side of replication — follower states, then the high
+  watermarks of every fetched partition in one `HighWatermarks` call;
+* `isr_changes(now_ms, eligible)`: the AlterPartition work of every led partition (shrink
+  after `replica.lag.time.max.ms`, expand when caught up), marked in flight;
+* `fetch_targets()`: the follower partitions by leader broker, for the replica fetchers.
+
+`on_change` callbacks (`watch`) hear every partition whose log end offset or high
+watermark moved: delayed produces and long-poll fetches wait on them.
+"""
+
+import dataclasses
+import os
+from typing import NamedTuple
+
+from kraftcore.broker.high_watermarks import HighWatermarks
+from kraftcore.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition, PartitionError
+from kraftcore.errors import ConfigError, KraftcoreError
+from kraftcore.log import Log
+from kraftcore.log.checkpoint import topic_partition
+from kraftcore.protocol.error_codes import ErrorCode
+
+__all__ = ["ReplicaManager", "ReplicaConfig", "RoleChanges"]
+
+_E = ErrorCode
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaConfig:
+    """The broker's replication settings, Kafka's names in the comments."""
+
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    min_insync_replicas: int = 1  # min.insync.replicas (the cluster default)
+    log_settings: tuple = ()  # (name, value) pairs of `kraftcore.log.LogConfig`
+
+    def __post_init__(self):
+        if self.replica_lag_time_max_ms <= 0:
+            raise ConfigError("replica.lag.time.max.ms must be positive, got "
+                              f"{self.replica_lag_time_max_ms}")
+        if self.min_insync_replicas < 1:
+            raise ConfigError(f"min.insync.replicas must be >= 1, got {self.min_insync_replicas}")
+
+
+class RoleChanges(NamedTuple):
+    """What an image changed: partitions this broker now leads, follows (with a new leader
+    or epoch), no longer serves, and removed (closed or deleted)."""
+
+    leaders: list
+    followers: list
+    offline: list
+    removed: list
+
+
+def _int_config(value, default):
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+class ReplicaManager:
+    def __init__(self, broker_id, log_dirs, config=ReplicaConfig(), *, clock=None):
+        if not log_dirs:
+            raise ConfigError("a broker needs at least one log directory (log.dirs)")
+        self.broker_id = broker_id
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.config = config
+        self._clock = clock
+        self.tracker = HighWatermarks()
+        self.partitions = {}  # (topic id, partition) -> Partition
+        self.by_name = {}  # (topic name, partition) -> Partition
+        self._watchers = []
+        self.image = None
+        self._found = self._scan_dirs()
+
+    # ------------------------------------------------------------------ storage
+
+    def _scan_dirs(self):
+        """{(topic, partition): path} of the partition directories found under log.dirs."""
+        found = {}
+        for root in self.log_dirs:
+            if not os.path.isdir(root):
+                continue
+            for name in sorted(os.listdir(root)):
+                path = os.path.join(root, name)
+                if not os.path.isdir(path) or name.startswith("__cluster_metadata"):
+                    continue
+                tp = topic_partition(name)
+                if tp is not None:
+                    found.setdefault(tp, path)
+        return found
+
+    def _path_for(self, topic, index):
+        path = self._found.pop((topic, index), None)
+        if path is not None:
+            return path
+        counts = {root: 0 for root in self.log_dirs}
+        for p in self.partitions.values():
+            root = os.path.dirname(p.log.path)
+            if root in counts:
+                counts[root] += 1
+        root = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return os.path.join(root, f"{topic}-{index}")
+
+    def _open_log(self, topic, index):
+        settings = dict(self.config.log_settings)
+        if self._clock is not None:
+            settings["clock"] = self._clock
+        return Log.open(self._path_for(topic, index), **settings)
+
+    # ------------------------------------------------------------------ image
+
+    def _min_isr(self, image, topic):
+        default = self.config.min_insync_replicas
+        return _int_config(image.topic_config(topic, MIN_INSYNC_REPLICAS), default)
+
+    def apply_image(self, image, now_ms):
+        """Make this broker leader or follower of every partition the image gives it;
+        close the ones it no longer hosts and delete those whose topic is gone."""
+        changes = RoleChanges([], [], [], [])
+        me = self.broker_id
+        hosted = set()
+        for topic in image.topics.values():
+            min_isr = self._min_isr(image, topic.name)
+            for index, record in topic.partitions.items():
+                if me not in record.replicas:
+                    continue
+                key = (topic.topic_id, index)
+                hosted.add(key)
+                partition = self.partitions.get(key)
+                if partition is None:
+                    log = self._open_log(topic.name, index)
+                    partition = Partition(topic.name, topic.topic_id, index, log, me,
+                                          self.tracker)
+                    self.partitions[key] = partition
+                    self.by_name[(topic.name, index)] = partition
+                role = partition.apply(record, min_isr, now_ms)
+                if role == LEADER:
+                    changes.leaders.append(partition)
+                elif role == FOLLOWER:
+                    changes.followers.append(partition)
+                elif role == OFFLINE:
+                    changes.offline.append(partition)
+        for key in [k for k in self.partitions if k not in hosted]:
+            partition = self.partitions.pop(key)
+            del self.by_name[(partition.topic, partition.index)]
+            if key[0] in image.topics:
+                partition.close_log()  # moved away: the data stays until it is reassigned
+            else:
+                partition.close()
+                partition.log.delete()
+            changes.removed.append(partition)
+        self.image = image
+        for partition in changes.leaders:
+            self._notify(partition)
+        return changes
+
+    def close(self):
+        errors = []
+        for partition in self.partitions.values():
+            try:
+                partition.close_log()
+            except KraftcoreError as exc:
+                errors.append(exc)
+        self.partitions.clear()
+        self.by_name.clear()
+        if errors:
+            raise errors[0]
+
+    # ------------------------------------------------------------------ lookups
+
+    def get(self, topic, index):
+        """The hosted partition named (topic name or id, index), or raise PartitionError:
+        UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such partition,
+        NOT_LEADER_OR_FOLLOWER when it is hosted elsewhere."""
+        if isinstance(topic, str):
+            partition = self.by_name.get((topic, index))
+        else:
+            partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        image = self.image
+        t = None if image is None else image.topic(topic)
+        if t is None:
+            code = _E.UNKNOWN_TOPIC_OR_PARTITION if isinstance(topic, str) else _E.UNKNOWN_TOPIC_ID
+            raise PartitionError(code, f"topic {topic} does not exist")
+        if index not in t.partitions:
+            raise PartitionError(_E.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic {t.name} has no partition {index}")
+        raise PartitionError(_E.NOT_LEADER_OR_FOLLOWER,
+                             f"broker {self.broker_id} does not host {t.name}-{index}")
+
+    # ------------------------------------------------------------------ watchers
+
+    def watch(self, callback):
+        """Call `callback(partition)` whenever a partition's log end offset or high
+        watermark moves (until `unwatch`)."""
+        self._watchers.append(callback)
+
+    def unwatch(self, callback):
+        try:
+            self._watchers.remove(callback)
+        except ValueError:
+            pass
+
+    def _notify(self, partition):
+        for callback in list(self._watchers):
+            callback(partition)
+
+    # ------------------------------------------------------------------ leader
+
+    def produce(self, topic, index, data, acks):
+        """Append a producer's batches to the partition this broker leads. Returns the base
+        offset (raises PartitionError)."""
+        partition = self.get(topic, index)
+        base, _ = partition.append_as_leader(data, acks)
+        self._notify(partition)
+        return base
+
+    def follower_fetch(self, replica_id, broker_epoch, fetches, now_ms):
+        """A follower's fetch round: `fetches` is [(partition, fetch offset, last fetched
+        epoch)] of partitions this broker leads. Returns {partition: diverging (epoch, end
+        offset)} for the ones whose follower log diverges; the others' follower states and
+        high watermarks are updated (their watchers told)."""
+        diverging = {}
+        slots, offsets, moved_parts = [], [], []
+        for partition, fetch_offset, last_epoch in fetches:
+            d = partition.divergence(last_epoch, fetch_offset)
+            if d is not None:
+                diverging[partition] = d
+                continue
+            partition.on_follower_fetch(replica_id, fetch_offset, broker_epoch, now_ms)
+            slots.append(partition.slot)
+            offsets.append(min(fetch_offset, partition.log.log_end_offset))
+            moved_parts.append(partition)
+        if slots:
+            moved, hws = self.tracker.on_follower_fetch(replica_id, slots, offsets)
+            if len(moved):
+                by_slot = {p.slot: p for p in moved_parts}
+                for slot, hw in zip(moved.tolist(), hws.tolist()):
+                    partition = by_slot[slot]
+                    if partition._take_hw(hw):
+                        self._notify(partition)
+        return diverging
+
+    def isr_changes(self, now_ms, eligible):
+        """[(partition, new ISR)] for every led partition whose ISR should change: shrunk
+        first (followers lagging past replica.lag.time.max.ms), else expanded (caught-up
+        followers that `eligible(broker_id, broker_epoch)` accepts). Each is marked in
+        flight (`Partition.begin_isr_change`) until `end_isr_change`."""
+        lag = self.config.replica_lag_time_max_ms
+        out = []
+        for partition in self.partitions.values():
+            if partition.role != LEADER:
+                continue
+            isr = partition.isr_to_shrink(now_ms, lag)
+            if isr is None:
+                isr = partition.isr_to_expand(eligible)
+            if isr is not None:
+                partition.begin_isr_change(isr)
+                out.append((partition, isr))
+        return out
+
+    # ------------------------------------------------------------------ follower
+
+    def fetch_targets(self):
+        """{leader broker id: [partition]} of the partitions this broker follows."""
+        out = {}
+        for partition in self.partitions.values():
+            if partition.role == FOLLOWER and partition.leader_id >= 0:
+                out.setdefault(partition.leader_id, []).append(partition)
+        return out
+
+    def follower_append(self, partition, data, leader_high_watermark):
+        """Take a leader's fetched batches into a follower partition."""
+        before = partition.log.log_end_offset
+        moved = partition.append_as_follower(data, leader_high_watermark)
+        if moved or partition.log.log_end_offset != before:
+            self._notify(partition)
+
+    def follower_truncate(self, partition, epoch, end_offset):
+        """Truncate a follower where its leader's log diverges (`DivergingEpoch`);
+        returns (offset, records removed)."""
+        offset, removed = partition.truncate_for_divergence(epoch, end_offset)
+        if removed:
+            self._notify(partition)
+        return offset, removed

@@ -1,0 +1,176 @@
+"""Replication between brokers' `ReplicaManager`s, driven by hand over the real controller's
+image (`LocalQuorum`): a follower takes the leader's batches and high watermark, the leader's
+ISR shrinks after replica.lag.time.max.ms and grows back once the follower catches up
+(through AlterPartition to the controller), a follower truncates where a new leader's log
+diverges, an idempotent producer's retry is recognised by a new leader, and a restarted
+broker finds its partitions and producers again."""
+
+import pytest
+
+from kraftcore import codec
+from kraftcore.broker.partition import PartitionError
+from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
+from kraftcore.broker.requests import ALTER_PARTITION_VERSION, alter_partition_request
+from kraftcore.controller.local import LocalQuorum
+from kraftcore.protocol.error_codes import ErrorCode as E
+
+from tests.apis.helpers import LocalFacade, add_broker, call, create_topics, heartbeat
+
+LAG_MS = 1000
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        self.facade = LocalFacade(LocalQuorum())
+        self.epochs = {b: add_broker(self.facade, b) for b in (1, 2, 3)}
+        self.now = 10_000
+        self.tmp_path = tmp_path
+        self.brokers = {b: self.open(b) for b in (1, 2, 3)}
+
+    def open(self, b):
+        return ReplicaManager(b, [str(self.tmp_path / f"b{b}")], ReplicaConfig(
+            replica_lag_time_max_ms=LAG_MS, log_settings=(("fsync", "never"),)),
+            clock=lambda: self.now)
+
+    def sync(self):
+        return {b: r.apply_image(self.facade.image, self.now) for b, r in self.brokers.items()}
+
+    def replicate(self, follower, topic="t", index=0):
+        """One fetch round of `follower` from the leader of topic-index; returns whether
+        anything was appended."""
+        mine = self.brokers[follower].get(topic, index)
+        leader = self.brokers[mine.leader_id].get(topic, index)
+        offset, last_epoch = mine.fetch_position()
+        diverging = self.brokers[mine.leader_id].follower_fetch(
+            follower, self.epochs[follower], [(leader, offset, last_epoch)], self.now)
+        if leader in diverging:
+            self.brokers[follower].follower_truncate(mine, *diverging[leader])
+            return False
+        read = leader.read(offset, 1 << 20, committed=False)
+        self.brokers[follower].follower_append(mine, read.records, leader.high_watermark)
+        return len(read.records) > 0
+
+    def alter_isrs(self, b):
+        image = self.facade.image
+        changes = self.brokers[b].isr_changes(
+            self.now, lambda r, e: image.broker_is_active(r))
+        body = alter_partition_request(image, b, self.epochs[b], changes)
+        if body is None:
+            return []
+        answer = call(self.facade, body, ALTER_PARTITION_VERSION)
+        for (partition, _), p in zip(changes, answer.topics[0].partitions):
+            partition.end_isr_change(p.leader_epoch, p.partition_epoch, p.isr)
+        self.sync()
+        return [list(isr) for _, isr in changes]
+
+    def close(self):
+        for r in self.brokers.values():
+            r.close()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    call(c.facade, create_topics(("t", -1, -1, {0: [1, 2, 3]})), 7)
+    c.sync()
+    yield c
+    c.close()
+
+
+def produce(cluster, values, acks=-1, **producer):
+    leader = next(r for r in cluster.brokers.values()
+                  if r.get("t", 0).is_leader)
+    data = bytes(codec.encode_batch(values, timestamp=1000, **producer))
+    return leader.produce("t", 0, data, acks), leader.get("t", 0)
+
+
+def test_followers_take_the_batches_and_the_high_watermark(cluster):
+    base, leader = produce(cluster, [b"a", b"b"])
+    assert (base, leader.high_watermark) == (0, 0)
+    for follower in (2, 3):
+        assert cluster.replicate(follower)
+    assert leader.high_watermark == 0  # the followers' next fetch tells their end offset
+    for follower in (2, 3):
+        assert not cluster.replicate(follower)
+    assert leader.high_watermark == 2
+    assert cluster.brokers[2].get("t", 0).high_watermark == 0  # learnt on its next fetch
+    for follower in (2, 3):
+        cluster.replicate(follower)
+        mine = cluster.brokers[follower].get("t", 0)
+        assert (mine.log_end_offset, mine.high_watermark) == (2, 2)
+
+
+def test_the_isr_shrinks_after_the_lag_time_and_grows_back(cluster):
+    produce(cluster, [b"a"])
+    cluster.replicate(2)
+    cluster.now += LAG_MS + 1
+    cluster.replicate(2)  # 2 is caught up; 3 has not fetched for longer than the lag time
+    assert cluster.alter_isrs(1) == [[1, 2]]
+    assert cluster.facade.image.topic("t").partitions[0].isr == [1, 2]
+    produce(cluster, [b"b"])
+    cluster.replicate(2)
+    cluster.replicate(2)
+    leader = cluster.brokers[1].get("t", 0)
+    assert leader.high_watermark == 2  # without 3
+    assert cluster.alter_isrs(1) == []  # 3 is behind the high watermark: not yet
+    cluster.replicate(3)
+    cluster.replicate(3)
+    assert cluster.alter_isrs(1) == [[1, 2, 3]]
+    assert cluster.facade.image.topic("t").partitions[0].isr == [1, 2, 3]
+
+
+def test_a_follower_truncates_where_the_new_leaders_log_diverges(cluster):
+    produce(cluster, [b"a"])
+    for follower in (2, 3):
+        cluster.replicate(follower)
+        cluster.replicate(follower)
+    old = cluster.brokers[1].get("t", 0)
+    produce(cluster, [b"lost"], acks=1)  # only on the leader
+    assert (old.log_end_offset, old.high_watermark) == (2, 1)
+    # broker 1 is fenced: 2 leads a new epoch and writes there
+    call(cluster.facade, heartbeat(1, cluster.epochs[1], want_fence=True), 1)
+    cluster.sync()
+    assert cluster.brokers[2].get("t", 0).is_leader and old.role == "follower"
+    produce(cluster, [b"new1", b"new2"], acks=1)
+    cluster.replicate(1)  # diverges at offset 1: the unreplicated record goes
+    assert old.log_end_offset == 1
+    cluster.replicate(1)
+    values = [r.value for b in old.log.read(0).batches() for r in b.records]
+    assert values == [b"a", b"new1", b"new2"]
+
+
+def test_a_new_leader_recognises_a_retry_of_its_predecessors_producer(cluster):
+    producer = dict(producer_id=42, producer_epoch=0, base_sequence=0)
+    produce(cluster, [b"x", b"y"], **producer)
+    for follower in (2, 3):
+        cluster.replicate(follower)
+        cluster.replicate(follower)
+    call(cluster.facade, heartbeat(1, cluster.epochs[1], want_fence=True), 1)
+    cluster.sync()
+    base, leader = produce(cluster, [b"x", b"y"], **producer)  # the retry, at the new leader
+    assert base == 0 and leader.log_end_offset == 2
+    with pytest.raises(PartitionError) as refused:
+        produce(cluster, [b"z"], producer_id=42, producer_epoch=0, base_sequence=5)
+    assert refused.value.code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_restarted_broker_finds_its_partitions_and_producers(cluster):
+    producer = dict(producer_id=42, producer_epoch=0, base_sequence=0)
+    produce(cluster, [b"x"], acks=1, **producer)
+    cluster.brokers[1].close()
+    cluster.brokers[1] = cluster.open(1)
+    cluster.sync()
+    base, leader = produce(cluster, [b"x"], acks=1, **producer)
+    assert (base, leader.log_end_offset) == (0, 1)
+
+
+def test_a_leader_that_lost_its_followers_refuses_acks_all_below_min_isr(tmp_path):
+    c = Cluster(tmp_path)
+    call(c.facade, create_topics(("t", -1, -1, {0: [1, 2, 3]}, {"min.insync.replicas": "2"})), 7)
+    c.sync()
+    c.now += LAG_MS + 1
+    assert c.alter_isrs(1) == [[1]]
+    with pytest.raises(PartitionError) as refused:
+        produce(c, [b"a"])
+    assert refused.value.code == E.NOT_ENOUGH_REPLICAS
+    c.close()
