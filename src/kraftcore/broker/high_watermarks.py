@@ -24,9 +24,10 @@ The rules (Kafka's `Partition.maybeIncrementLeaderHW` and
 
   1. candidate = min(leader LEO, LEO of every follower in the maximal ISR). Replicas outside
      the ISR do not hold the HW back. A follower that has never fetched counts with its last
-     known LEO, which `add` sets to the HW it was given (the leader knows the follower had
-     at least that much when it took over; Kafka starts a new leader's followers from the
-     same point). `follower_end_offset` still reports -1 for it until its first fetch.
+     known LEO, which `add` sets to the HW it was given: until its first fetch it holds the
+     HW where it is (any starting value at or below the HW, Kafka's "unknown offset"
+     included, gives the same HWs, since none can move it). `follower_end_offset` reports
+     -1 for it until that first fetch.
   2. Strict min ISR (KIP-966): the HW does not move while len(ISR) < effective min ISR =
      min(min_isr, len(replicas)). The ISR counts the leader.
   3. The HW never decreases: new HW = max(old HW, candidate). A follower whose LEO goes
