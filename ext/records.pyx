@@ -25,10 +25,9 @@ from kc cimport (kc_batch_info, KC_CHECK_BATCH_CAPSULE, kc_crc32c_init, kc_crc32
                  kc_put_be16, kc_put_be32, kc_put_be64, kc_get_be16, kc_get_be32, kc_get_be64)
 
 from kraftcore import layout, limits
-from kraftcore.compression import compression_codec, lz4_compress, lz4_decompress
-from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
+from kraftcore.compression import compress, compression_codec, decompress
+from kraftcore.errors import CorruptRecordError
 from kraftcore.kernel_api import check_int_range
-from kraftcore.layout import CODEC_NAMES
 
 cdef extern from "kc_varint.h":
     int kc_read_varint32_nb(const uint8_t *p, int32_t *out) nogil
@@ -65,7 +64,6 @@ cdef int TRANSACTIONAL_MASK = layout.TRANSACTIONAL_MASK
 cdef int CONTROL_MASK = layout.CONTROL_MASK
 cdef int DELETE_HORIZON_MASK = layout.DELETE_HORIZON_MASK
 cdef int CODEC_NONE = layout.CODEC_NONE
-cdef int CODEC_LZ4 = layout.CODEC_LZ4
 cdef int CODEC_MAX = max(layout.CODEC_NAMES)
 
 cdef enum:
@@ -132,7 +130,7 @@ cdef class RecordBatch:
 
     @property
     def compression(self):
-        """The codec id (0 none, 3 lz4)."""
+        """The codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
         return self.attributes & COMPRESSION_CODEC_MASK
 
     @property
@@ -685,9 +683,10 @@ cdef int _attach_records(RecordBatch b, object holder, const uint8_t *data, bint
         b._owner = holder
         b._data = data
         b.records = _walk_records(b, data, start, end, build)
-    elif codec == CODEC_LZ4:
-        plain = lz4_decompress(
-            PyMemoryView_FromMemory(<char *>data + start, end - start, 0x100), b.position)
+    else:  # codec <= CODEC_MAX was checked with the header
+        plain = decompress(
+            codec, PyMemoryView_FromMemory(<char *>data + start, end - start, 0x100),
+            b.position)
         b._owner = plain
         b._data = <const uint8_t *>PyBytes_AS_STRING(plain)
         try:
@@ -696,8 +695,6 @@ cdef int _attach_records(RecordBatch b, object holder, const uint8_t *data, bint
             raise CorruptRecordError(
                 f"{exc.reason} (at byte {exc.position} of the decompressed records)",
                 b.position) from None
-    else:
-        raise UnsupportedCompressionError(CODEC_NAMES[codec], b.position)
     return 0
 
 
@@ -778,8 +775,8 @@ def decode_batches(buffer, bint verify=True):
     """Decode every record batch in `buffer` (back to back, nothing else) into a list.
 
     With `verify` the CRC of every batch is checked. Any malformed byte raises
-    `CorruptRecordError` with its position; a codec other than none/lz4 raises
-    `UnsupportedCompressionError`."""
+    `CorruptRecordError` with its position (for a compressed batch, the batch's position);
+    every Kafka codec is read (`kraftcore.compression`)."""
     return _decode(buffer, verify, True)
 
 
@@ -921,7 +918,8 @@ def encode_batch(
     `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
     headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
     carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
-    `compression` is None or "lz4". Returns the batch as bytes.
+    `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or id. Returns
+    the batch as bytes.
     """
     if values is None:
         raise TypeError("values must be a sequence of bytes-like objects or None, not None")
@@ -1037,8 +1035,8 @@ def encode_batch(
         free(sizes)
         free(deltas)
 
-    if codec == CODEC_LZ4:
-        compressed = lz4_compress(recs)
+    if codec != CODEC_NONE:
+        compressed = compress(codec, recs)
         total = len(compressed)
         if HEADER_BYTES + total > RECORD_BATCH_BYTES_MAX:
             raise ValueError(f"the batch would be {HEADER_BYTES + total} bytes, above the int32 limit")

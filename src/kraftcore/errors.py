@@ -43,7 +43,8 @@ class EncodeError(KraftcoreError, ValueError):
 
 
 class UnsupportedCompressionError(KraftcoreError):
-    """A record batch uses a compression codec kraftcore does not implement (only lz4 is)."""
+    """A record batch names a compression codec kraftcore does not know (Kafka's are none,
+    gzip, snappy, lz4 and zstd; all are read and written)."""
 
     def __init__(self, codec, position=None):
         self.codec = codec
@@ -51,7 +52,7 @@ class UnsupportedCompressionError(KraftcoreError):
         where = "" if position is None else f" (batch at byte {position})"
         super().__init__(
             f"compression codec {codec!r} is not supported{where}; "
-            "kraftcore reads and writes uncompressed and lz4 batches only"
+            "kraftcore reads and writes none, gzip, snappy, lz4 and zstd"
         )
 
     def __reduce__(self):

@@ -174,3 +174,41 @@ def test_a_leader_that_lost_its_followers_refuses_acks_all_below_min_isr(tmp_pat
         produce(c, [b"a"])
     assert refused.value.code == E.NOT_ENOUGH_REPLICAS
     c.close()
+
+
+def test_the_log_dirs_root_holds_every_partitions_checkpoints(tmp_path):
+    c = Cluster(tmp_path)
+    call(c.facade, create_topics(("t", -1, -1, {0: [1, 2, 3], 1: [1, 2, 3]})), 7)
+    c.sync()
+    produce(c, [b"a", b"b"], acks=1)
+    root = tmp_path / "b1"
+    c.brokers[1].close()
+    lines = (root / "recovery-point-offset-checkpoint").read_text().split("\n")
+    assert lines[:2] == ["0", "2"] and sorted(lines[2:4]) == ["t 0 2", "t 1 0"]
+    assert (root / "replication-offset-checkpoint").exists()
+    assert (root / "log-start-offset-checkpoint").exists()
+    assert (root / ".kafka_cleanshutdown").exists()
+    assert not (root / "t-0" / "recovery-point-offset-checkpoint").exists()
+    c.brokers[1] = c.open(1)
+    assert not (root / ".kafka_cleanshutdown").exists()  # taken up: a crash now is seen
+    c.sync()
+    reopened = c.brokers[1].get("t", 0).log
+    assert reopened.recovery.clean_shutdown and reopened.log_end_offset == 2
+    c.close()
+
+
+def test_a_broker_that_crashed_recovers_its_partitions_by_a_scan(tmp_path):
+    c = Cluster(tmp_path)
+    call(c.facade, create_topics(("t", -1, -1, {0: [1, 2, 3]})), 7)
+    c.sync()
+    produce(c, [b"a", b"b"], acks=1)
+    c.brokers[1].checkpoint()
+    crashed = c.brokers[1]
+    for partition in crashed.partitions.values():  # no close: what a SIGKILL leaves
+        partition.log._release()
+    c.brokers[1] = c.open(1)
+    c.sync()
+    log = c.brokers[1].get("t", 0).log
+    assert not log.recovery.clean_shutdown and log.recovery.scanned_segments == 1
+    assert log.log_end_offset == 2
+    c.close()

@@ -2,8 +2,8 @@
 
 The batch header's layout (field offsets, attribute bits) is `kraftcore.layout`'s. The CRC
 covers the attributes to the end, so offsets and the leader epoch can be restamped without
-recomputing it; the records follow the header, or one LZ4 frame holding them all when the
-codec bits say lz4.
+recomputing it; the records follow the header, or one compressed stream holding them all
+when the codec bits say gzip, snappy, lz4 or zstd (`kraftcore.compression`).
 
 A record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
 keyLength varint (-1 = null), key, valueLength varint (-1 = null), value, headersCount
@@ -23,10 +23,10 @@ import struct
 from kraftcore import limits
 from kraftcore._py.crc32c import crc32c
 from kraftcore._py.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
-from kraftcore.compression import compression_codec, lz4_compress, lz4_decompress
-from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
+from kraftcore.compression import compress, compression_codec, decompress
+from kraftcore.errors import CorruptRecordError
 from kraftcore.kernel_api import check_int_range
-from kraftcore.layout import (BATCH_HEADER, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, CODEC_LZ4,
+from kraftcore.layout import (BATCH_HEADER, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN,
                               CODEC_NAMES, CODEC_NONE, COMPRESSION_CODEC_MASK, CONTROL_MASK,
                               CRC_OFFSET, CRC_START_OFFSET, DELETE_HORIZON_MASK, INT32_MAX,
                               INT32_MIN, INT64_MAX, INT64_MIN, LOG_OVERHEAD_BYTES, MAGIC,
@@ -115,7 +115,7 @@ class RecordBatch:
 
     @property
     def compression(self):
-        """The codec id (0 none, 3 lz4)."""
+        """The codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
         return self.attributes & COMPRESSION_CODEC_MASK
 
     @property
@@ -179,7 +179,8 @@ def encode_batch(
     `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
     headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
     carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
-    `compression` is None or "lz4". Returns the batch as bytes.
+    `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or id. Returns
+    the batch as bytes.
     """
     values, keys, headers, timestamps = (
         column if column is None or isinstance(column, (list, tuple)) else list(column)
@@ -236,8 +237,8 @@ def encode_batch(
         body += encode_varint(len(record))
         body += record
 
-    if codec == CODEC_LZ4:
-        body = lz4_compress(bytes(body))
+    if codec != CODEC_NONE:
+        body = compress(codec, bytes(body))
     total = BATCH_HEADER_BYTES + len(body)
     if total > limits.RECORD_BATCH_BYTES_MAX:
         raise ValueError(f"the batch would be {total} bytes, above the int32 limit")
@@ -326,9 +327,7 @@ def _records_view(view, pos, fields):
     codec = fields[5] & COMPRESSION_CODEC_MASK
     if codec == CODEC_NONE:
         return view, start, end, False
-    if codec != CODEC_LZ4:
-        raise UnsupportedCompressionError(CODEC_NAMES[codec], pos)
-    data = memoryview(lz4_decompress(view[start:end], pos))
+    data = memoryview(decompress(codec, view[start:end], pos))
     return data, 0, len(data), True
 
 
@@ -459,7 +458,7 @@ def check_batch(view, pos, verify_records=True):
     """Check the batch at `pos` of a byte memoryview (framing, CRC and, with
     `verify_records`, every record) and return its header fields as unpacked by
     `layout.BATCH_HEADER`.
-    Raises `CorruptRecordError` or `UnsupportedCompressionError` like `decode_batches`."""
+    Raises `CorruptRecordError` like `decode_batches`."""
     fields = _read_header(view, pos)
     _check_crc(view, pos, fields)
     if verify_records:
@@ -471,8 +470,8 @@ def decode_batches(buffer, verify=True):
     """Decode every record batch in `buffer` (back to back, nothing else) into a list.
 
     With `verify` the CRC of every batch is checked. Any malformed byte raises
-    `CorruptRecordError` with its position; a codec other than none/lz4 raises
-    `UnsupportedCompressionError`."""
+    `CorruptRecordError` with its position (for a compressed batch, the batch's position);
+    every Kafka codec is read (`kraftcore.compression`)."""
     batches = []
     for pos, fields, records in _iter_batches(buffer, verify, True):
         batch = RecordBatch()

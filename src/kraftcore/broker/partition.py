@@ -120,6 +120,7 @@ class Partition:
         log end offset, then the batches after it."""
         log = self.log
         offset, state = producer_state.read_snapshot(log.path, log.log_end_offset)
+        self._snapshot_end = offset if offset else None
         offset = max(offset, log.log_start_offset)
         while offset < log.log_end_offset:
             read = log.read(offset, 1 << 20)
@@ -136,7 +137,11 @@ class Partition:
         log = self.log
         if not log.closed:
             try:
-                producer_state.write_snapshot(log.path, log.log_end_offset, self.producers)
+                end = log.log_end_offset
+                # a log that is empty, or unchanged since the snapshot it was opened from,
+                # needs no new one
+                if end > 0 and end != self._snapshot_end:
+                    producer_state.write_snapshot(log.path, end, self.producers)
             finally:
                 log.close()
 
@@ -167,6 +172,17 @@ class Partition:
         "leader" / "follower" / "offline" when the role or leader epoch changed, else None."""
         self.min_isr = max(1, int(min_isr))
         new_epoch = record.leader_epoch != self.leader_epoch
+        if (record.leader == self.broker_id and self.role == LEADER and not new_epoch
+                and record.partition_epoch <= self.partition_epoch):
+            # Nothing new for this partition (an image that changed other partitions), or
+            # older than the state an AlterPartition answer already gave: keep the change
+            # in flight and the maximal ISR with its pending additions. Dropping them here
+            # lets the HW pass a follower the controller is about to commit into the ISR
+            # (Kafka's makeLeader skips a partition epoch below its own, and KRaft's
+            # applyDelta only visits the partitions the delta changed).
+            if self.slot is not None:
+                self._take_hw(self.tracker.set_min_isr(self.slot, self._effective_min_isr()))
+            return None
         self.partition_epoch = record.partition_epoch
         self.replicas = tuple(record.replicas)
         self.isr = tuple(record.isr)

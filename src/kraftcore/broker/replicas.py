@@ -4,9 +4,12 @@ image (Kafka's `ReplicaManager` with its KRaft `applyDelta`), and the storage un
 
 Storage (Kafka's layout): one `kraftcore.log.Log` directory `<topic>-<partition>` per hosted
 partition in one of `log.dirs` (a new partition goes to the directory holding the fewest),
-each with its segments, indexes, leader-epoch checkpoint and offset checkpoints, and
-`meta.properties` at each root (written by `kraftcore format`). A partition the image no
-longer gives this broker is closed; one whose topic is gone is deleted.
+each with its segments, indexes and leader-epoch checkpoint; at each root the
+recovery-point, replication-offset (high watermark) and log-start-offset checkpoints of all
+its partitions, the clean-shutdown marker (`kraftcore.log.log_dir`; written every
+`checkpoint_interval_ms` and when the manager closes) and `meta.properties` (written by
+`kraftcore format`). A partition the image no longer gives this broker is closed; one whose
+topic is gone is deleted.
 
 What the manager answers (each call takes `now_ms`; no clock, socket or thread here):
 
@@ -30,8 +33,7 @@ from typing import NamedTuple
 from kraftcore.broker.high_watermarks import HighWatermarks
 from kraftcore.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition, PartitionError
 from kraftcore.errors import ConfigError, KraftcoreError
-from kraftcore.log import Log
-from kraftcore.log.checkpoint import topic_partition
+from kraftcore.log import Log, log_dir
 from kraftcore.protocol.error_codes import ErrorCode
 
 __all__ = ["ReplicaManager", "ReplicaConfig", "RoleChanges"]
@@ -45,6 +47,7 @@ class ReplicaConfig:
     """The broker's replication settings, Kafka's names in the comments."""
 
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    checkpoint_interval_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
     min_insync_replicas: int = 1  # min.insync.replicas (the cluster default)
     log_settings: tuple = ()  # (name, value) pairs of `kraftcore.log.LogConfig`
 
@@ -86,23 +89,24 @@ class ReplicaManager:
         self.by_name = {}  # (topic name, partition) -> Partition
         self._watchers = []
         self.image = None
+        self._roots = {}
+        self._checkpoint_ms = 0
         self._found = self._scan_dirs()
 
     # ------------------------------------------------------------------ storage
 
     def _scan_dirs(self):
-        """{(topic, partition): path} of the partition directories found under log.dirs."""
+        """{(topic, partition): path} of the partition directories found under log.dirs,
+        and each root's checkpoints (read, then the clean-shutdown marker cleared: a crash
+        from now on must not pass for a clean stop)."""
         found = {}
         for root in self.log_dirs:
-            if not os.path.isdir(root):
-                continue
-            for name in sorted(os.listdir(root)):
-                path = os.path.join(root, name)
-                if not os.path.isdir(path) or name.startswith("__cluster_metadata"):
-                    continue
-                tp = topic_partition(name)
-                if tp is not None:
-                    found.setdefault(tp, path)
+            os.makedirs(root, exist_ok=True)
+            for key, path in log_dir.partition_dirs(root).items():
+                found.setdefault(key, path)
+            state = log_dir.read_root(root)
+            self._roots[root] = state
+            log_dir.clear_clean_shutdown(root)
         return found
 
     def _path_for(self, topic, index):
@@ -121,7 +125,26 @@ class ReplicaManager:
         settings = dict(self.config.log_settings)
         if self._clock is not None:
             settings["clock"] = self._clock
-        return Log.open(self._path_for(topic, index), **settings)
+        path = self._path_for(topic, index)
+        root = self._roots.get(os.path.dirname(path))
+        offsets = None if root is None else root.offsets.get((topic, index))
+        return Log.open(path, own_checkpoints=False, offsets=offsets, **settings)
+
+    def checkpoint(self):
+        """Write each log directory's offset checkpoints for all its partitions."""
+        by_root = {root: {} for root in self.log_dirs}
+        for p in self.partitions.values():
+            root = os.path.dirname(p.log.path)
+            if root in by_root and not p.log.closed:
+                by_root[root][(p.topic, p.index)] = p.log
+        for root, logs in by_root.items():
+            log_dir.write_root(root, logs)
+
+    def maybe_checkpoint(self, now_ms):
+        """`checkpoint()` once `checkpoint_interval_ms` has passed since the last."""
+        if now_ms - self._checkpoint_ms >= self.config.checkpoint_interval_ms:
+            self._checkpoint_ms = now_ms
+            self.checkpoint()
 
     # ------------------------------------------------------------------ image
 
@@ -172,12 +195,21 @@ class ReplicaManager:
 
     def close(self):
         errors = []
+        by_root = {root: {} for root in self.log_dirs}
         for partition in self.partitions.values():
+            root = os.path.dirname(partition.log.path)
+            by_root.setdefault(root, {})[(partition.topic, partition.index)] = partition.log
             try:
                 partition.close_log()
             except KraftcoreError as exc:
                 errors.append(exc)
         self.partitions.clear()
+        if not errors:
+            # every log is closed and durable: their checkpoints, then the marker that lets
+            # the next start skip their recovery scans
+            for root, logs in by_root.items():
+                log_dir.write_root(root, logs)
+                log_dir.mark_clean_shutdown(root)
         self.by_name.clear()
         if errors:
             raise errors[0]

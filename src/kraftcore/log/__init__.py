@@ -6,6 +6,6 @@ POSIX only (it relies on pread/pwrite and flock)."""
 
 from kraftcore.log.config import LogConfig
 from kraftcore.epochs import LeaderEpochCache
-from kraftcore.log.log import Log, ReadResult, RecoveryReport
+from kraftcore.log.log import Log, LogOffsets, ReadResult, RecoveryReport
 
-__all__ = ["Log", "LogConfig", "LeaderEpochCache", "ReadResult", "RecoveryReport"]
+__all__ = ["Log", "LogConfig", "LogOffsets", "LeaderEpochCache", "ReadResult", "RecoveryReport"]

@@ -33,6 +33,11 @@ class LogConfig:
     retention_ms: int = -1  # retention.ms; -1 keeps everything
     checkpoint_interval_ms: int = 60_000  # recovery point / high watermark checkpoints
     verify_records: bool = True  # check every record of appended batches, not only CRCs
+    # False: the log's owner keeps its recovery point, high watermark, log start offset and
+    # clean-shutdown marker with those of its other logs (a broker's log directory root,
+    # Kafka's layout) and hands them to `Log.open(offsets=...)`; the log writes only its
+    # leader-epoch checkpoint.
+    own_checkpoints: bool = True
 
     def __post_init__(self):
         def need(ok, message):

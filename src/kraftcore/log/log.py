@@ -89,6 +89,17 @@ def _one_batch(data):
             == len(data))
 
 
+class LogOffsets(NamedTuple):
+    """What the owner of a log without its own checkpoints (`own_checkpoints=False`) knows
+    of it when it opens: the last recovery point, high watermark and log start offset it
+    wrote down (None: unknown), and whether the log was closed cleanly."""
+
+    recovery_point: int = None
+    high_watermark: int = None
+    log_start_offset: int = None
+    clean_shutdown: bool = False
+
+
 @dataclasses.dataclass(frozen=True)
 class ReadResult:
     """Whole batches read from the log. `records` is a memoryview of one buffer read from
@@ -185,12 +196,14 @@ class Log:
         self._closed = False
         self._failed = None  # the StorageError that took the log offline
         self._offline = False  # whether `_go_offline` has cut the log to what is durable
+        self._given = LogOffsets()  # what the owner recorded (own_checkpoints=False)
+        self._written_epochs = None  # the entries the leader-epoch checkpoint holds
         self.recovery = RecoveryReport()
 
     # ================================================================ opening
 
     @classmethod
-    def open(cls, path, *, clock=None, set_aside_past_gap=False, **settings):
+    def open(cls, path, *, clock=None, set_aside_past_gap=False, offsets=None, **settings):
         """Open the log in directory `path`, creating it if needed, and recover it.
 
         A log whose segments do not hold one unbroken run of offsets (a segment missing,
@@ -198,9 +211,15 @@ class Log:
         refused with `LogGapError`, and nothing on disk is changed. With
         `set_aside_past_gap=True` it opens up to the gap instead: the segment files past
         it are renamed to `<name>.stray` (a segment damaged at the gap is first copied
-        there whole, then cut), and nothing is deleted."""
+        there whole, then cut), and nothing is deleted.
+
+        With `own_checkpoints=False` the log reads and writes no offset checkpoint and no
+        clean-shutdown marker of its own: `offsets` (a `LogOffsets`) gives what its owner
+        recorded, and the owner reads `recovery_point`, `high_watermark` and
+        `log_start_offset` to record them again."""
         config = LogConfig.of(**settings)
         log = cls(path, config, clock or wall_clock_ms)
+        log._given = offsets if offsets is not None else LogOffsets()
         try:
             os.makedirs(log.path, exist_ok=True)
             log._acquire_dir_lock()
@@ -235,7 +254,9 @@ class Log:
         now = self._clock()
         report = self.recovery
         names = os.listdir(self.path)
-        report.clean_shutdown = CLEAN_SHUTDOWN_FILE in names
+        own = self.config.own_checkpoints
+        report.clean_shutdown = (CLEAN_SHUTDOWN_FILE in names if own
+                                 else bool(self._given.clean_shutdown))
         bases = {parse_prefix(name) for name in names if name.endswith(LOG_SUFFIX)} - {None}
         # leftovers of interrupted writes and deletions, and index files whose .log is gone
         leftovers = [name for name in names if name.endswith(_DISCARDED_SUFFIXES) or (
@@ -248,9 +269,12 @@ class Log:
                 report.ignored_checkpoints.append(str(exc))
                 return None
 
-        recovery_point = safely(checkpoint.read_offset, RECOVERY_POINT_CHECKPOINT)
-        high_watermark = safely(checkpoint.read_offset, HIGH_WATERMARK_CHECKPOINT)
-        log_start = safely(checkpoint.read_offset, LOG_START_OFFSET_CHECKPOINT)
+        if own:
+            recovery_point = safely(checkpoint.read_offset, RECOVERY_POINT_CHECKPOINT)
+            high_watermark = safely(checkpoint.read_offset, HIGH_WATERMARK_CHECKPOINT)
+            log_start = safely(checkpoint.read_offset, LOG_START_OFFSET_CHECKPOINT)
+        else:
+            recovery_point, high_watermark, log_start = self._given[:3]
         epochs = safely(checkpoint.read_epochs)
         scan_point = recovery_point
         if epochs is None or recovery_point is None:
@@ -354,6 +378,8 @@ class Log:
         if not self._segments:
             self._segments = [Segment.create(self.path, log_start, self.config, now)]
             fileio.sync_dir(self.path)
+        for segment in self._segments:
+            segment.mark_synced()  # trusted, or scanned and synced above, or new and empty
         self._bases = [segment.base_offset for segment in self._segments]
         self._leo = self._segments[-1].next_offset
         self._log_start = min(log_start, self._leo)
@@ -369,9 +395,11 @@ class Log:
         self._hw = min(max(high_watermark or 0, self._log_start), self._leo)
         self._durable_offset = self._leo
         self._checkpoint_ms = now
-        self._write_epochs()
+        if own or epochs is None or self._epochs.entries() != list(epochs):
+            self._write_epochs()
+        self._written_epochs = self._epochs.entries()
         self._write_checkpoints(now)
-        if report.clean_shutdown or CLEAN_SHUTDOWN_FILE in names:
+        if own and (report.clean_shutdown or CLEAN_SHUTDOWN_FILE in names):
             try:
                 fileio.unlink(os.path.join(self.path, CLEAN_SHUTDOWN_FILE))
             except FileNotFoundError:
@@ -895,6 +923,10 @@ class Log:
             self._write_checkpoints(self._clock())
 
     def _write_checkpoints(self, now):
+        if not self.config.own_checkpoints:  # the owner writes them (`recovery_point`, ...)
+            self._checkpointed_recovery_point = min(self._durable_offset, self._leo)
+            self._checkpoint_ms = now
+            return
         try:
             recovery_point = min(self._durable_offset, self._leo)
             checkpoint.write_offset(self.path, RECOVERY_POINT_CHECKPOINT, recovery_point)
@@ -907,7 +939,9 @@ class Log:
 
     def _write_epochs(self):
         try:
-            checkpoint.write_epochs(self.path, self._epochs.entries())
+            entries = self._epochs.entries()
+            checkpoint.write_epochs(self.path, entries)
+            self._written_epochs = entries
         except OSError as exc:
             raise _storage_error(exc, f"writing the leader-epoch checkpoint of {self.path}") from exc
 
@@ -1139,12 +1173,14 @@ class Log:
                         self._segments[-1].seal()
                         with self._durable:
                             self._durable_offset = max(self._durable_offset, self._leo)
-                if durable:
+                if durable and self.config.own_checkpoints:
                     self._write_epochs()
                     self._write_checkpoints(self._clock())
                     fileio.write_atomic(
                         os.path.join(self.path, CLEAN_SHUTDOWN_FILE),
                         json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+                elif durable and self._epochs.entries() != self._written_epochs:
+                    self._write_epochs()
             except OSError as exc:
                 raise _storage_error(exc, f"closing {self.path}") from exc
             finally:

@@ -88,6 +88,7 @@ class Segment(codec.SegmentState):
         self.time_index_written = 0
         self.created_ms = 0
         self.missing_indexes = ()  # index files `open` did not find
+        self._synced = None  # (size, file bytes, index bytes written) at the last full sync
 
     # ------------------------------------------------------------------ files
 
@@ -159,11 +160,26 @@ class Segment(codec.SegmentState):
             except FileNotFoundError:
                 pass
 
+    def _file_state(self):
+        return (self.size, self.file_bytes, self.offset_index_written, self.time_index_written)
+
+    def mark_synced(self):
+        """What the three files hold now is known to be durable (the log just opened or
+        recovered the segment), so a full sync before the next change can be skipped."""
+        self._synced = self._file_state()
+
     def sync(self, with_indexes=False):
+        """fdatasync the data file (and the index files). A full sync of files unchanged
+        since the last one is skipped: closing a broker's thousands of untouched
+        partitions costs no disk flush each."""
+        state = self._file_state()
+        if with_indexes and state == self._synced:
+            return
         fileio.sync(self.log_fd)
         if with_indexes:
             fileio.sync(self.index_fd)
             fileio.sync(self.time_index_fd)
+            self._synced = state
 
     # ------------------------------------------------------------------ loading
 
@@ -364,6 +380,7 @@ class Segment(codec.SegmentState):
         position = self.position_of(offset)
         if position is None:
             return self.next_offset
+        self._synced = None  # a cut must reach the disk even if the size ends as synced
         cut = OFFSET_AND_LENGTH.unpack(self.read_bytes(position, LOG_OVERHEAD_BYTES))[0]
         relative = cut - self.base_offset
         keep = codec.index_search(self.offset_index, OFFSET_INDEX_ENTRY_BYTES, 0, 4, relative - 1) + 1

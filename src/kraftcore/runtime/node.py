@@ -304,6 +304,11 @@ class BrokerRole(_Wakeup):
         if now >= self._next_isr_check_ms:
             self._next_isr_check_ms = now + self._isr_check_interval_ms
             self._maybe_change_isrs(now)
+            try:
+                self.replicas.maybe_checkpoint(now)
+            except KraftcoreError as exc:
+                log.error("broker %s: writing the log directories' checkpoints failed: %s",
+                          node.node_id, exc)
         deadline = self._next_isr_check_ms if deadline is None else min(
             deadline, self._next_isr_check_ms)
         self.schedule(max(0, deadline - now))
