@@ -56,14 +56,14 @@ _E = ErrorCode
 
 
 def _batch_sizes(data):
-    """The sizes the batches of `data` declare (what their framing says; the log checks
-    that it holds)."""
+    """The sizes of the whole batches `data` holds, as their framing declares them (up to
+    the first that does not fit; the log's checks refuse the rest)."""
     view = memoryview(data).cast("B")
     pos, end, sizes = 0, len(view), []
     while pos + LOG_OVERHEAD_BYTES <= end:
         size = LOG_OVERHEAD_BYTES + BATCH_LENGTH.unpack_from(view, pos + BATCH_LENGTH_OFFSET)[0]
-        if size <= LOG_OVERHEAD_BYTES:
-            break
+        if size <= LOG_OVERHEAD_BYTES or size > end - pos:
+            break  # not a whole batch: the log's checks call it corrupt
         sizes.append(size)
         pos += size
     return sizes
