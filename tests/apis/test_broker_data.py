@@ -256,3 +256,23 @@ def test_a_deleted_topic_deletes_its_log(cluster, broker):
     assert [p.name for p in changes.removed] == ["u-0"]
     import os
     assert not os.path.exists(path)
+
+
+def test_topic_configs_set_the_partition_logs_and_log_append_time(cluster, tmp_path):
+    facade, _ = cluster
+    call(facade, create_topics(("la", -1, -1, {0: [1]}, {
+        "message.timestamp.type": "LogAppendTime", "segment.bytes": "1048576",
+        "retention.ms": "60000", "max.message.bytes": "2000"})), 7)
+    broker = DataFacade(facade, 1, tmp_path / "b1")
+    broker.sync()
+    partition = broker.replicas.get("la", 0)
+    config = partition.log.config
+    assert (config.segment_bytes, config.retention_ms, config.batch_bytes_max) == (
+        1048576, 60000, 2000)
+    result = one(answer(broker, produce("la", 0, [b"a"], acks=1), PRODUCE_V))
+    assert (result.error_code, result.log_append_time_ms) == (0, broker.now)
+    (batch,) = codec.decode_batches(partition.log.read(0).records)
+    assert batch.timestamp_type == 1 and batch.max_timestamp == broker.now
+    too_big = one(answer(broker, produce("la", 0, [bytes(3000)], acks=1), PRODUCE_V))
+    assert too_big.error_code == E.MESSAGE_TOO_LARGE
+    broker.replicas.close()

@@ -120,7 +120,7 @@ def test_create_topics_errors_per_topic(cluster):
     facade, _ = cluster
     call(facade, create_topics(("exists", 1, 1)), 7)
     body = create_topics(("dup", 1, 1), ("dup", 2, 1), ("exists", 1, 1), ("big", 1, 9),
-                         ("conf", 1, 1, {}, {"retention.ms": "1"}), ("bad name!", 1, 1),
+                         ("conf", 1, 1, {}, {"retention.ms": "-5"}), ("bad name!", 1, 1),
                          ("zero", 0, 1), ("ok", 2, 3),
                          ("manual", -1, -1, {0: [3, 1], 1: [2, 3]}))
     response = call(facade, body, 7)
@@ -261,7 +261,7 @@ def test_incremental_alter_configs_errors(cluster):
     call(facade, create_topics(("t", 1, 1)), 7)
     response = call(facade, alter_configs(
         (CONFIG_TOPIC, "missing", [("min.insync.replicas", OP_SET, "2")]),
-        (CONFIG_TOPIC, "t", [("retention.ms", OP_SET, "5")]),
+        (CONFIG_TOPIC, "t", [("retention.ms", OP_SET, "-5")]),
         (CONFIG_BROKER, "", [("min.insync.replicas", OP_APPEND, "2")]),
         (CONFIG_BROKER, "1", [("min.insync.replicas", 9, "2")]),
         (CONFIG_BROKER, "2", [("min.insync.replicas", OP_SET, None)]),

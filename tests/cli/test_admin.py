@@ -202,7 +202,7 @@ def test_topics_errors(brokers, capsys):
                   "--replication-factor", "5")
     assert "INVALID_REPLICATION_FACTOR" in line
     assert "INVALID_CONFIG" in failed(capsys, "topics", "create", *where, "--topic", "c",
-                                      "--config", "retention.ms=1")
+                                      "--config", "retention.ms=-5")
     assert "bad --config" in failed(capsys, "topics", "create", *where, "--topic", "c",
                                     "--config", "oops", status=2)
     assert "--partitions" in failed(capsys, "topics", "create", *where, "--topic", "c",

@@ -181,7 +181,7 @@ def test_topic_configs_are_written_with_the_topic_and_checked():
     mark = c.mark()
     results = c.create(NewTopic("t", 1, 1, configs={MIN_INSYNC_REPLICAS: "2"}),
                        NewTopic("bad", 1, 1, configs={MIN_INSYNC_REPLICAS: "zero"}),
-                       NewTopic("unknown", 1, 1, configs={"retention.bytes": "5"}))
+                       NewTopic("unknown", 1, 1, configs={"no.such.config": "5"}))
     assert codes(results) == [0, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG]
     assert names(c.records_since(mark)) == ["TopicRecord", "ConfigRecord", "PartitionRecord"]
     assert c.image.configs[(CONFIG_TOPIC, "t")] == {MIN_INSYNC_REPLICAS: "2"}

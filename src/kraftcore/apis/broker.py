@@ -118,8 +118,9 @@ async def produce(facade, version, body):
                 if p.records is None or not len(p.records):
                     raise PartitionError(_E.INVALID_RECORD, "no record batches")
                 partition = _partition(facade, topic, p.index)
-                base = facade.replicas.produce(topic, p.index, bytes(p.records), acks)
-                results[key] = (0, None, base, partition)
+                now = facade.now_ms()
+                base = facade.replicas.produce(topic, p.index, bytes(p.records), acks, now)
+                results[key] = (0, None, base, partition, now)
                 if acks == -1:
                     waiting.append((key, partition, partition.log_end_offset))
             except PartitionError as exc:
@@ -132,7 +133,7 @@ async def produce(facade, version, body):
 
         await _wait_for(facade, [p for _, p, _ in waiting], replicated, body.timeout_ms)
         for key, partition, end in waiting:
-            code, _, base, _ = results[key]
+            code, _, base, _, _ = results[key]
             if not partition.is_leader:
                 results[key] = (_E.NOT_LEADER_OR_FOLLOWER,
                                 f"{partition.name}: leadership moved before the records "
@@ -159,6 +160,8 @@ def _produce_response(cls, version, body, results, _):
                                              base_offset=-1)
             if result[0] == 0:
                 r.base_offset = result[2]
+                if version >= 2 and result[3].log_append_time:
+                    r.log_append_time_ms = result[4]
                 if version >= 5:
                     r.log_start_offset = result[3].log.log_start_offset
             elif version >= 8:

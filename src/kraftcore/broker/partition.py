@@ -43,7 +43,10 @@ from kraftcore.epochs import UNDEFINED_EPOCH
 from kraftcore.errors import (CorruptRecordError, InvalidAppendError, KraftcoreError,
                               LogClosedError, OffsetOutOfRangeError, StorageError,
                               UnsupportedCompressionError)
-from kraftcore.layout import BATCH_LENGTH, BATCH_LENGTH_OFFSET, LOG_OVERHEAD_BYTES
+from kraftcore import codec
+from kraftcore.layout import (ATTRIBUTES_OFFSET, BATCH_LENGTH, BATCH_LENGTH_OFFSET, CRC_OFFSET,
+                              CRC_START_OFFSET, LOG_OVERHEAD_BYTES, MAX_TIMESTAMP_OFFSET,
+                              TIMESTAMP_TYPE_MASK)
 from kraftcore.log import producer_state
 from kraftcore.log.producer_state import (InvalidProducerEpochError, OutOfOrderSequenceError,
                                           batch_headers)
@@ -67,6 +70,29 @@ def _batch_sizes(data):
         sizes.append(size)
         pos += size
     return sizes
+
+
+def stamp_log_append_time(data, now_ms):
+    """`data`'s whole batches with their timestamp type set to LogAppendTime and their max
+    timestamp to `now_ms` (what a topic with message.timestamp.type=LogAppendTime stores;
+    Kafka's `LogValidator`), each CRC sealed again. Bytes past the last whole batch are
+    kept as they are (the log's checks refuse them)."""
+    out = bytearray(data)
+    view = memoryview(out)
+    pos = 0
+    for size in _batch_sizes(out):
+        if size >= CRC_START_OFFSET + 2 and len(out) - pos >= size:
+            attributes = int.from_bytes(out[pos + ATTRIBUTES_OFFSET:pos + ATTRIBUTES_OFFSET + 2],
+                                        "big")
+            out[pos + ATTRIBUTES_OFFSET:pos + ATTRIBUTES_OFFSET + 2] = (
+                attributes | TIMESTAMP_TYPE_MASK).to_bytes(2, "big")
+            out[pos + MAX_TIMESTAMP_OFFSET:pos + MAX_TIMESTAMP_OFFSET + 8] = now_ms.to_bytes(
+                8, "big", signed=True)
+            crc = codec.crc32c(view[pos + CRC_START_OFFSET:pos + size])
+            out[pos + CRC_OFFSET:pos + CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+        pos += size
+    del view
+    return bytes(out)
 
 
 class PartitionError(KraftcoreError):
@@ -110,6 +136,7 @@ class Partition:
         self.maximal_isr = ()  # committed ISR plus pending additions (leader only)
         self.isr_in_flight = None  # the ISR an AlterPartition in flight asks for
         self.min_isr = 1
+        self.log_append_time = False  # message.timestamp.type=LogAppendTime
         self.followers = {}
         self.epoch_start_offset = 0
         self.slot = None  # the tracker's slot while this broker leads
@@ -261,9 +288,9 @@ class Partition:
                 f"broker {self.broker_id} is not the leader of {self.name} (leader "
                 f"{self.leader_id}, epoch {self.leader_epoch})"))
 
-    def append_as_leader(self, data, required_acks):
+    def append_as_leader(self, data, required_acks, now_ms=None):
         """Append a producer's batches (bytes): offsets are assigned and the leader epoch
-        stamped by the log. Returns (base offset, high watermark moved). With acks=all an
+        stamped by the log (and, for a LogAppendTime topic, `now_ms` as their timestamp). Returns (base offset, high watermark moved). With acks=all an
         ISR below the effective min ISR refuses before anything is written
         (NOT_ENOUGH_REPLICAS)."""
         self.check_leader()
@@ -272,6 +299,8 @@ class Partition:
                 f"{self.name}: the ISR {list(self.isr)} is smaller than min.insync.replicas "
                 f"{self._effective_min_isr()}"))
         log = self.log
+        if self.log_append_time and now_ms is not None:
+            data = stamp_log_append_time(data, now_ms)
         headers = batch_headers(data)
         limit = log.config.batch_bytes_max
         if any(size > limit for size in _batch_sizes(data)):

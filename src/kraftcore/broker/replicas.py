@@ -34,12 +34,15 @@ from kraftcore.broker.high_watermarks import HighWatermarks
 from kraftcore.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition, PartitionError
 from kraftcore.errors import ConfigError, KraftcoreError
 from kraftcore.log import Log, log_dir
+from kraftcore.metadata import topic_configs
+from kraftcore.metadata.image import CONFIG_TOPIC
+from kraftcore.metadata.topic_configs import (LOG_APPEND_TIME, MESSAGE_TIMESTAMP_TYPE,
+                                              MIN_INSYNC_REPLICAS)
 from kraftcore.protocol.error_codes import ErrorCode
 
 __all__ = ["ReplicaManager", "ReplicaConfig", "RoleChanges"]
 
 _E = ErrorCode
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +128,7 @@ class ReplicaManager:
         settings = dict(self.config.log_settings)
         if self._clock is not None:
             settings["clock"] = self._clock
+        settings = topic_configs.log_settings(self._topic_values(topic), settings)
         path = self._path_for(topic, index)
         root = self._roots.get(os.path.dirname(path))
         offsets = None if root is None else root.offsets.get((topic, index))
@@ -152,14 +156,21 @@ class ReplicaManager:
         default = self.config.min_insync_replicas
         return _int_config(image.topic_config(topic, MIN_INSYNC_REPLICAS), default)
 
+    def _topic_values(self, topic):
+        image = self.image
+        return {} if image is None else image.configs.get((CONFIG_TOPIC, topic), {})
+
     def apply_image(self, image, now_ms):
         """Make this broker leader or follower of every partition the image gives it;
         close the ones it no longer hosts and delete those whose topic is gone."""
         changes = RoleChanges([], [], [], [])
         me = self.broker_id
         hosted = set()
+        self.image = image  # new logs take their topic's configs from it
         for topic in image.topics.values():
             min_isr = self._min_isr(image, topic.name)
+            append_time = image.configs.get((CONFIG_TOPIC, topic.name), {}).get(
+                MESSAGE_TIMESTAMP_TYPE) == LOG_APPEND_TIME
             for index, record in topic.partitions.items():
                 if me not in record.replicas:
                     continue
@@ -172,6 +183,7 @@ class ReplicaManager:
                                           self.tracker)
                     self.partitions[key] = partition
                     self.by_name[(topic.name, index)] = partition
+                partition.log_append_time = append_time
                 role = partition.apply(record, min_isr, now_ms)
                 if role == LEADER:
                     changes.leaders.append(partition)
@@ -256,11 +268,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ leader
 
-    def produce(self, topic, index, data, acks):
+    def produce(self, topic, index, data, acks, now_ms=None):
         """Append a producer's batches to the partition this broker leads. Returns the base
         offset (raises PartitionError)."""
         partition = self.get(topic, index)
-        base, _ = partition.append_as_leader(data, acks)
+        base, _ = partition.append_as_leader(data, acks, now_ms)
         self._notify(partition)
         return base
 

@@ -30,7 +30,7 @@ from kraftcore.controller import election as E
 from kraftcore.controller.placement import StripedReplicaPlacer
 from kraftcore.errors import ControllerError
 from kraftcore.limits import TOPIC_NAME_BYTES_MAX
-from kraftcore.metadata import records as R
+from kraftcore.metadata import records as R, topic_configs
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.metadata.partition import DIRECTORY_UNASSIGNED, NO_LEADER, RECOVERED
 from kraftcore.protocol.error_codes import ErrorCode
@@ -39,8 +39,8 @@ from kraftcore.types import Uuid
 __all__ = ["ReplicationControl", "NewTopic", "TopicResult", "PartitionState",
            "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION"]
 
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
-UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = topic_configs.MIN_INSYNC_REPLICAS
+UNCLEAN_LEADER_ELECTION = topic_configs.UNCLEAN_LEADER_ELECTION
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+\Z")
 _DIRECTORIES_LEVEL = R.METADATA_VERSION_LEVELS["3.7-IV2"]
 _RECOVERY_LEVEL = R.METADATA_VERSION_LEVELS["3.2-IV0"]
@@ -73,16 +73,7 @@ class PartitionState(NamedTuple):
 
 def _validate_config(name, value):
     """The error message for a config value kraftcore refuses, or None."""
-    if name == MIN_INSYNC_REPLICAS:
-        if value is None or not value.isdigit() or int(value) < 1:
-            return f"{MIN_INSYNC_REPLICAS} must be an integer >= 1, not {value!r}"
-    elif name == UNCLEAN_LEADER_ELECTION:
-        if value not in ("true", "false"):
-            return f"{UNCLEAN_LEADER_ELECTION} must be 'true' or 'false', not {value!r}"
-    else:
-        return (f"unknown config {name!r}; kraftcore's controller manages "
-                f"{MIN_INSYNC_REPLICAS} and {UNCLEAN_LEADER_ELECTION}")
-    return None
+    return topic_configs.check(name, value)
 
 
 def _topic_name_error(name):
@@ -496,8 +487,7 @@ class ReplicationControl:
                     if op == "set":
                         error = _validate_config(name, value)
                     elif op == "delete":
-                        error = _validate_config(name, None) if name not in (
-                            MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION) else None
+                        error = _validate_config(name, None)
                         value = None
                     else:
                         error = f"config operation {op!r} is not 'set' or 'delete'"
