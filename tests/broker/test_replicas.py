@@ -212,3 +212,35 @@ def test_a_broker_that_crashed_recovers_its_partitions_by_a_scan(tmp_path):
     assert not log.recovery.clean_shutdown and log.recovery.scanned_segments == 1
     assert log.log_end_offset == 2
     c.close()
+
+
+def test_a_leader_alone_in_its_isr_commits_its_whole_log_at_once(cluster):
+    """A follower that holds records past the high watermark becomes the leader with an ISR
+    of itself (as after an unclean election): its high watermark is its log end at once,
+    not after the next produce."""
+    produce(cluster, [b"a"])
+    for follower in (2, 3):
+        cluster.replicate(follower)
+        cluster.replicate(follower)
+    produce(cluster, [b"b", b"c"], acks=1)
+    cluster.replicate(2)  # 2 takes them; the high watermark stays at 1
+    mine = cluster.brokers[2].get("t", 0)
+    assert (mine.log_end_offset, mine.high_watermark) == (3, 1)
+    cluster.now += LAG_MS + 1
+    cluster.replicate(2)
+    assert cluster.alter_isrs(1) == [[1, 2]]
+    for b in (1, 3):
+        call(cluster.facade, heartbeat(b, cluster.epochs[b], want_fence=True), 1)
+    cluster.sync()
+    assert mine.is_leader and list(mine.isr) == [2]
+    assert mine.high_watermark == 3
+
+
+def test_an_image_older_than_the_leaders_isr_change_does_not_undo_it(cluster):
+    before = cluster.facade.image
+    cluster.now += LAG_MS + 1
+    assert cluster.alter_isrs(1) == [[1]]
+    leader = cluster.brokers[1].get("t", 0)
+    assert list(leader.isr) == [1]
+    cluster.brokers[1].apply_image(before, cluster.now)  # a late image from before it
+    assert list(leader.isr) == [1] and leader.maximal_isr == (1,)

@@ -245,6 +245,8 @@ class Partition:
         self.slot = self.tracker.add(list(self.replicas), list(self.isr), self.broker_id,
                                      log.log_end_offset, log.high_watermark,
                                      self._effective_min_isr())
+        # an ISR of the leader alone moves the high watermark to its log end at once
+        self._take_hw(self.tracker.high_watermark(self.slot))
 
     def _stop_leading(self):
         if self.slot is not None:
