@@ -29,6 +29,7 @@ import uuid
 import pytest
 
 from tests.peers.clients import key_of, value_of
+from tests.runtime.processes import wait_for
 from tests.runtime.scenarios import (
     FAST_SETTINGS,
     ProducerErrors,
@@ -302,6 +303,10 @@ def test_d_below_min_isr_acks_all_is_refused_and_acks_1_waits_unseen(cluster):
                 (q := cluster.partition(topic))["isr"] == [leader] and q))
             t(f"controller: ISR {p['isr']} < min.insync.replicas=2; records 100-{n - 1} sent "
               f"acks=1 meanwhile")
+            # the leader learns its new ISR from the controller's answer or the next image:
+            # an acks=all record it took just before would wait out its timeout instead
+            wait_for("the leader's own metadata to show the ISR [leader]",
+                     lambda: client_partitions(leader_only, topic)[0][2] == [leader])
             # acks=all, no retries: the broker's refusal is the delivery report's error
             with Stream(leader_only, topic, **{"acks": "all", "message.send.max.retries": 0,
                                               "message.timeout.ms": 20_000}) as refused:
