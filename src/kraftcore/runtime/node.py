@@ -41,7 +41,7 @@ import signal
 import time
 
 from kraftcore.apis.broker import BROKER_API_KEYS, BROKER_VERSIONS, handle_broker_request
-from kraftcore.apis.controller import handle_controller_request
+from kraftcore.apis.controller import CONTROLLER_API_KEYS, handle_controller_request
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
@@ -492,7 +492,8 @@ class Node:
         if config.is_controller:
             host, port = config.controller_listener
             self.listeners.append(await Listener.start(
-                host, port, self._handle, memory=self.request_memory,
+                host, port, self._handle, api_keys=sorted(RAFT_APIS | CONTROLLER_API_KEYS),
+                memory=self.request_memory,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
         if config.is_broker:
