@@ -124,6 +124,7 @@ def test_bytes_after_a_request_body_are_skipped_and_answered():
         await raw.request(vote(4), 2, correlation_id=6)  # the connection goes on
         cid, body = await raw.read_response(52, 2)
         assert (cid, answered_epoch(body)) == (6, 4)
+        assert listener.requests_with_trailing_bytes == 1  # counted
         await raw.close()
         await listener.close()
     run(test)

@@ -275,6 +275,8 @@ class Listener:
         self._stall_ms = limits.NET_PARTIAL_FRAME_STALL_MS_MAX
         self._refusal_log_at = 0.0
         self._refusals_unlogged = 0
+        # requests whose frame held bytes after the body (read past, as Kafka does)
+        self.requests_with_trailing_bytes = 0
 
     @classmethod
     async def start(cls, host, port, handler, *, frame_bytes_max=limits.FRAME_BYTES_MAX,
@@ -792,6 +794,10 @@ class _ServerConnection(asyncio.BufferedProtocol):
                           "connection", listener.name, api.name, version, *self.peer)
             self._fail(None)
             return
+        if request.trailing_bytes:
+            listener.requests_with_trailing_bytes += 1  # Kafka reads past them too
+            log.debug("%s: %s v%d from %s:%s carries %d bytes after its body; ignored",
+                      listener.name, api.name, version, *self.peer, request.trailing_bytes)
         low, high = listener._ranges[api_key]
         if not low <= version <= high:
             self._fail(f"{api.name} v{version} is not served here (versions {low}-{high})")
