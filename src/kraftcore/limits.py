@@ -118,6 +118,10 @@ BROKER_TRANSITIONS_KEPT_MAX = 1000
 # The registration backoff doubles at most this often (its delay is capped anyway; this
 # keeps the exponent, and the int, small).
 BROKER_BACKOFF_DOUBLINGS_MAX = 30
+# New partition logs a broker opens in one event-loop turn when an image gives it many (a
+# topic of thousands of partitions): each costs a directory fsync, and heartbeats and
+# requests must go on in between (`ReplicaManager.apply_image(opens_max=...)`).
+BROKER_LOG_OPENS_PER_TURN_MAX = 32
 
 # ------------------------------------------------------------------------------ network
 # `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.

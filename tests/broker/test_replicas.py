@@ -244,3 +244,24 @@ def test_an_image_older_than_the_leaders_isr_change_does_not_undo_it(cluster):
     assert list(leader.isr) == [1]
     cluster.brokers[1].apply_image(before, cluster.now)  # a late image from before it
     assert list(leader.isr) == [1] and leader.maximal_isr == (1,)
+
+
+def test_a_big_topic_is_taken_up_over_several_calls(tmp_path):
+    c = Cluster(tmp_path)
+    call(c.facade, create_topics(("big", 5, 3)), 7)
+    manager = c.brokers[1]
+    sizes = []
+    while True:
+        changes = manager.apply_image(c.facade.image, c.now, opens_max=2)
+        sizes.append(len(manager.partitions))
+        if not changes.pending:
+            break
+    assert sizes == [2, 4, 5]
+    # an image that changed nothing of the topic visits none of its partitions again
+    calls = []
+    for p in manager.partitions.values():
+        p.apply = lambda *a, _apply=p.apply, **k: calls.append(1) or _apply(*a, **k)
+    call(c.facade, create_topics(("other", -1, -1, {0: [2]})), 7)
+    manager.apply_image(c.facade.image, c.now)
+    assert calls == []
+    c.close()

@@ -66,3 +66,25 @@ def test_kafka_python_default_producer_is_idempotent(cluster):
     assert clients.problems(result, 1000, 1) == [], result
     assert result["idempotent_by_default"] and result["enable_idempotence"] is True
     assert result["producer_id"] is not None and result["producer_id"] >= 0
+
+
+def test_thousands_of_partitions_per_broker(cluster):
+    """A topic of 2 000 partitions replicated on all three brokers: each broker takes up
+    its 2 000 partition logs a few dozen per event-loop turn, so its heartbeats go on and
+    it stays unfenced; every partition gets its leader, and records go in and out."""
+    topic = f"wide-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    admin.create_topics([NewTopic(topic, 2000, 3)])[topic].result(60)
+
+    def all_led():
+        md = admin.list_topics(topic, timeout=10).topics[topic]
+        return len(md.partitions) == 2000 and all(
+            p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values())
+
+    wait_for("2 000 partitions with a leader and a full ISR", all_led, wait_s=180)
+    assert sorted(cluster.brokers().values()) == ["unfenced"] * 3
+    result = clients.run_confluent(bootstrap(cluster), topic, records=2000, partitions=2000,
+                                   replication_factor=3, timeout_s=240)
+    assert clients.problems(result, 2000, 2000) == [], result

@@ -64,12 +64,14 @@ class ReplicaConfig:
 
 class RoleChanges(NamedTuple):
     """What an image changed: partitions this broker now leads, follows (with a new leader
-    or epoch), no longer serves, and removed (closed or deleted)."""
+    or epoch), no longer serves, and removed (closed or deleted); `pending`: partitions are
+    left to open (see `apply_image`)."""
 
     leaders: list
     followers: list
     offline: list
     removed: list
+    pending: bool = False
 
 
 def _int_config(value, default):
@@ -94,6 +96,8 @@ class ReplicaManager:
         self.image = None
         self._roots = {}
         self._checkpoint_ms = 0
+        self._applied = None  # the image the last apply_image took
+        self._pending_topics = set()  # topics with partitions still to open
         self._found = self._scan_dirs()
 
     # ------------------------------------------------------------------ storage
@@ -160,27 +164,44 @@ class ReplicaManager:
         image = self.image
         return {} if image is None else image.configs.get((CONFIG_TOPIC, topic), {})
 
-    def apply_image(self, image, now_ms):
+    def apply_image(self, image, now_ms, opens_max=None):
         """Make this broker leader or follower of every partition the image gives it;
-        close the ones it no longer hosts and delete those whose topic is gone."""
-        changes = RoleChanges([], [], [], [])
+        close the ones it no longer hosts and delete those whose topic is gone.
+
+        Only topics the image changed since the last call are visited (an image shares
+        the `TopicImage` of every topic it did not change), all of them when the configs
+        changed. At most `opens_max` new partition logs are opened per call (None: no
+        limit): when more are due, `RoleChanges.pending` is true and the caller calls
+        again with the same or a newer image — a topic of thousands of partitions is
+        taken up over several turns instead of blocking the broker in one."""
+        changes = RoleChanges([], [], [], [], False)
         me = self.broker_id
-        hosted = set()
+        previous = self._applied
+        configs_changed = previous is None or image.configs is not previous.configs
         self.image = image  # new logs take their topic's configs from it
-        for topic in image.topics.values():
+        opened = 0
+        pending = set()
+        for topic_id, topic in image.topics.items():
+            if not configs_changed and topic_id not in self._pending_topics \
+                    and previous.topics.get(topic_id) is topic:
+                continue
             min_isr = self._min_isr(image, topic.name)
             append_time = image.configs.get((CONFIG_TOPIC, topic.name), {}).get(
                 MESSAGE_TIMESTAMP_TYPE) == LOG_APPEND_TIME
             for index, record in topic.partitions.items():
-                if me not in record.replicas:
-                    continue
-                key = (topic.topic_id, index)
-                hosted.add(key)
+                key = (topic_id, index)
                 partition = self.partitions.get(key)
+                if me not in record.replicas:
+                    if partition is not None:
+                        self._remove(key, image, changes)
+                    continue
                 if partition is None:
+                    if opens_max is not None and opened >= opens_max:
+                        pending.add(topic_id)
+                        continue
+                    opened += 1
                     log = self._open_log(topic.name, index)
-                    partition = Partition(topic.name, topic.topic_id, index, log, me,
-                                          self.tracker)
+                    partition = Partition(topic.name, topic_id, index, log, me, self.tracker)
                     self.partitions[key] = partition
                     self.by_name[(topic.name, index)] = partition
                 partition.log_append_time = append_time
@@ -191,19 +212,24 @@ class ReplicaManager:
                     changes.followers.append(partition)
                 elif role == OFFLINE:
                     changes.offline.append(partition)
-        for key in [k for k in self.partitions if k not in hosted]:
-            partition = self.partitions.pop(key)
-            del self.by_name[(partition.topic, partition.index)]
-            if key[0] in image.topics:
-                partition.close_log()  # moved away: the data stays until it is reassigned
-            else:
-                partition.close()
-                partition.log.delete()
-            changes.removed.append(partition)
-        self.image = image
+        for key in [k for k in self.partitions
+                    if k[0] not in image.topics or k[1] not in image.topics[k[0]].partitions]:
+            self._remove(key, image, changes)
+        self._applied = image
+        self._pending_topics = pending
         for partition in changes.leaders:
             self._notify(partition)
-        return changes
+        return changes._replace(pending=bool(pending))
+
+    def _remove(self, key, image, changes):
+        partition = self.partitions.pop(key)
+        del self.by_name[(partition.topic, partition.index)]
+        if key[0] in image.topics:
+            partition.close_log()  # moved away: the data stays until it is reassigned
+        else:
+            partition.close()
+            partition.log.delete()
+        changes.removed.append(partition)
 
     def close(self):
         errors = []

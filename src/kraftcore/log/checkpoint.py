@@ -48,11 +48,12 @@ def topic_partition(directory):
     return name, 0
 
 
-def write(path, entries):
-    """Atomically replace `path` with `entries` (tuples of fields)."""
+def write(path, entries, sync=True):
+    """Atomically replace `path` with `entries` (tuples of fields); `sync=False`: without
+    fsync (`fileio.write_atomic`)."""
     lines = [str(VERSION), str(len(entries))]
     lines += [" ".join(str(field) for field in entry) for entry in entries]
-    fileio.write_atomic(path, ("\n".join(lines) + "\n").encode())
+    fileio.write_atomic(path, ("\n".join(lines) + "\n").encode(), sync)
 
 
 def read(path, parse):
@@ -111,8 +112,8 @@ def read_epochs(directory):
     return entries
 
 
-def write_epochs(directory, entries):
-    write(os.path.join(directory, LEADER_EPOCH_CHECKPOINT), entries)
+def write_epochs(directory, entries, sync=True):
+    write(os.path.join(directory, LEADER_EPOCH_CHECKPOINT), entries, sync)
 
 
 def read_offset(directory, name):

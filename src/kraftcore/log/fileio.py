@@ -156,15 +156,20 @@ def copy(src, dst, chunk_bytes=1 << 20):
     rename(tmp, dst)
 
 
-def write_atomic(path, data):
+def write_atomic(path, data, sync=True):
     """Replace `path` with `data` so that a crash leaves either the old or the new content:
-    write `<path>.tmp`, fsync it, rename it over `path`, fsync the directory."""
+    write `<path>.tmp`, fsync it, rename it over `path`, fsync the directory. With
+    `sync=False` nothing is fsynced: the rename still replaces the file whole for readers,
+    but a crash may leave the old content, or an empty or partial file — only for files
+    whose loss the reader recovers from (it rebuilds them)."""
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         pwrite_all(fd, data, 0)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    sync_dir(os.path.dirname(os.path.abspath(path)))
+    if sync:
+        sync_dir(os.path.dirname(os.path.abspath(path)))

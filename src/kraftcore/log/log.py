@@ -396,7 +396,7 @@ class Log:
         self._durable_offset = self._leo
         self._checkpoint_ms = now
         if own or epochs is None or self._epochs.entries() != list(epochs):
-            self._write_epochs()
+            self._write_epochs(sync=own or bool(self._epochs.entries()))
         self._written_epochs = self._epochs.entries()
         self._write_checkpoints(now)
         if own and (report.clean_shutdown or CLEAN_SHUTDOWN_FILE in names):
@@ -588,7 +588,7 @@ class Log:
             entries = self._epochs.entries()
             self._epochs.assign(epoch, self._leo)
             try:
-                self._write_epochs()
+                self._write_epochs(sync=False)  # no record of it yet: nothing to lose
             except StorageError:
                 self._epochs = LeaderEpochCache(entries)
                 raise
@@ -937,10 +937,13 @@ class Log:
         self._checkpointed_recovery_point = recovery_point
         self._checkpoint_ms = now
 
-    def _write_epochs(self):
+    def _write_epochs(self, sync=True):
+        """Write the leader-epoch checkpoint. `sync=False` for entries a crash may lose
+        (the checkpoint of an empty log; an epoch that starts at the log end with no record
+        yet): a lost, empty or torn file is rebuilt from the segments on open."""
         try:
             entries = self._epochs.entries()
-            checkpoint.write_epochs(self.path, entries)
+            checkpoint.write_epochs(self.path, entries, sync)
             self._written_epochs = entries
         except OSError as exc:
             raise _storage_error(exc, f"writing the leader-epoch checkpoint of {self.path}") from exc

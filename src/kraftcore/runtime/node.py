@@ -50,7 +50,7 @@ from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, alter_partition_
                                        registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
-from kraftcore.limits import NODE_SHUTDOWN_WAIT_MS_MAX
+from kraftcore.limits import BROKER_LOG_OPENS_PER_TURN_MAX, NODE_SHUTDOWN_WAIT_MS_MAX
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
@@ -192,6 +192,7 @@ class BrokerRole(_Wakeup):
         self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
                                         config, lambda: self.lifecycle.broker_epoch)
         self.metadata.add_publisher(self._on_image)
+        self._reapply_scheduled = False
         self._producer_ids = None  # (next, end) of the current block
         self._producer_ids_request = None
 
@@ -199,7 +200,13 @@ class BrokerRole(_Wakeup):
         """A new metadata image: the partitions' roles follow it, and the fetchers the
         leaders."""
         node = self.node
-        changes = self.replicas.apply_image(image, node.driver.clock())
+        changes = self.replicas.apply_image(image, node.driver.clock(),
+                                            opens_max=BROKER_LOG_OPENS_PER_TURN_MAX)
+        if changes.pending and not self._reapply_scheduled:
+            # the rest of the new partitions on the next event-loop turns: heartbeats and
+            # requests go on in between
+            self._reapply_scheduled = True
+            asyncio.get_running_loop().call_soon(self.guarded, self._apply_again)
         for p in changes.leaders:
             log.info("broker %s: leader of %s at epoch %s (ISR %s, log end offset %s)",
                      node.node_id, p.name, p.leader_epoch, list(p.isr), p.log_end_offset)
@@ -236,6 +243,11 @@ class BrokerRole(_Wakeup):
             raise ControllerError(response.error_code, "the controller refused a block of "
                                   f"producer ids: error {response.error_code}")
         return (response.producer_id_start, response.producer_id_start + response.producer_id_len)
+
+    def _apply_again(self):
+        self._reapply_scheduled = False
+        if not self.fetchers.closed:
+            self._on_image(self.metadata.image, None)
 
     async def close(self):
         await self.fetchers.close()
