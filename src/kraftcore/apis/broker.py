@@ -103,12 +103,12 @@ async def produce(facade, version, body):
         results = {(t.name, p.index): (_E.INVALID_REQUIRED_ACKS,
                                        f"acks must be 0, 1 or -1 (all), got {acks}")
                    for t in body.topic_data for p in t.partition_data}
-        return _produce_response(cls, version, body, results, {})
+        return _produce_response(cls, version, body, results)
     if body.transactional_id is not None:
         results = {(t.name, p.index): (_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                        "transactions are not supported")
                    for t in body.topic_data for p in t.partition_data}
-        return _produce_response(cls, version, body, results, {})
+        return _produce_response(cls, version, body, results)
     results, waiting = {}, []
     for t in body.topic_data:
         topic = t.name if version < 13 else t.topic_id
@@ -146,10 +146,10 @@ async def produce(facade, version, body):
                 results[key] = (_E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                                 f"{partition.name}: written, but the ISR shrank below "
                                 "min.insync.replicas")
-    return _produce_response(cls, version, body, results, {})
+    return _produce_response(cls, version, body, results)
 
 
-def _produce_response(cls, version, body, results, _):
+def _produce_response(cls, version, body, results):
     topics = []
     for t in body.topic_data:
         parts = []
