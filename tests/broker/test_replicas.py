@@ -10,8 +10,10 @@ import pytest
 from kraftcore import codec
 from kraftcore.broker.partition import PartitionError
 from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
-from kraftcore.broker.requests import ALTER_PARTITION_VERSION, alter_partition_request
+from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, alter_partition_request,
+                                       alter_partition_result)
 from kraftcore.controller.local import LocalQuorum
+from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
 
 from tests.apis.helpers import LocalFacade, add_broker, call, create_topics, heartbeat
@@ -57,9 +59,7 @@ class Cluster:
         body = alter_partition_request(image, b, self.epochs[b], changes)
         if body is None:
             return []
-        answer = call(self.facade, body, ALTER_PARTITION_VERSION)
-        for (partition, _), p in zip(changes, answer.topics[0].partitions):
-            partition.end_isr_change(p.leader_epoch, p.partition_epoch, p.isr)
+        alter_partition_result(changes, call(self.facade, body, ALTER_PARTITION_VERSION))
         self.sync()
         return [list(isr) for _, isr in changes]
 
@@ -265,3 +265,29 @@ def test_a_big_topic_is_taken_up_over_several_calls(tmp_path):
     manager.apply_image(c.facade.image, c.now)
     assert calls == []
     c.close()
+
+
+def test_an_isr_change_refused_outright_is_forgotten_one_unanswered_is_not(cluster):
+    """INELIGIBLE_REPLICA: the controller did not make the change, the maximal ISR is the
+    committed one again. No answer: it may have been made, so a pending addition stays in
+    the maximal ISR (the high watermark waits for it)."""
+    produce(cluster, [b"a"])
+    cluster.now += LAG_MS + 1
+    cluster.replicate(2)
+    cluster.replicate(2)
+    assert cluster.alter_isrs(1) == [[1, 2]]  # 3 lagged
+    cluster.replicate(3)
+    cluster.replicate(3)  # caught up: 1 asks to add it back
+    leader = cluster.brokers[1].get("t", 0)
+    image = cluster.facade.image
+    eligible = lambda r, e: image.broker_is_active(r)  # noqa: E731
+    (change,) = cluster.brokers[1].isr_changes(cluster.now, eligible)
+    assert change[1] == [1, 2, 3] and leader.maximal_isr == (1, 2, 3)
+    [(_, outcome)] = alter_partition_result([change], None)  # timed out
+    assert outcome == "timed out" and leader.maximal_isr == (1, 2, 3)
+    (change,) = cluster.brokers[1].isr_changes(cluster.now, eligible)  # asked again
+    refusal = m.AlterPartitionResponse(error_code=0, topics=[m.AlterPartitionResponse.TopicData(
+        topic_id=leader.topic_id, partitions=[m.AlterPartitionResponse.PartitionData(
+            partition_index=0, error_code=E.INELIGIBLE_REPLICA)])])
+    [(_, outcome)] = alter_partition_result([change], refusal)
+    assert outcome == "INELIGIBLE_REPLICA" and leader.maximal_isr == (1, 2)

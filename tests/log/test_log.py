@@ -550,3 +550,19 @@ def test_verify_records_can_be_limited_to_crcs(open_log):
     assert trusting.append(broken) == 0
     with pytest.raises(CorruptRecordError):
         trusting.append(codec.encode_batch([b"y"])[:-1])  # framing and CRC still checked
+
+
+def test_truncating_at_the_end_forgets_an_epoch_that_has_no_record(tmp_path):
+    """A leader records its epoch's start and loses leadership before appending: as a
+    follower, a truncation to its log end drops that entry (Kafka's truncateTo), or every
+    divergence check would find it again."""
+    log = Log.open(tmp_path / "l", fsync="never")
+    log.append([b"a"], leader_epoch=0)
+    assert log.start_epoch(1)
+    assert log.epoch_entries() == [(0, 0), (1, 1)]
+    assert not log.truncate_to(1)  # nothing to cut
+    assert log.epoch_entries() == [(0, 0)]
+    log.close()
+    reopened = Log.open(tmp_path / "l", fsync="never")
+    assert reopened.epoch_entries() == [(0, 0)]
+    reopened.close()

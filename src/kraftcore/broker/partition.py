@@ -393,17 +393,19 @@ class Partition:
         return keep
 
     def isr_to_expand(self, eligible):
-        """The maximal ISR plus the caught-up followers `eligible(broker_id, epoch)`
-        accepts, or None when there is none to add (or a change is in flight)."""
+        """The committed ISR plus the caught-up followers `eligible(broker_id, epoch)`
+        accepts, or None when there is none to add (or a change is in flight). A follower
+        the maximal ISR still holds from a change whose outcome is unknown (see
+        `end_isr_change`) is asked for again: it is not in the committed ISR."""
         if self.role != LEADER or self.isr_in_flight is not None:
             return None
         hw = self.log.high_watermark
         add = [r for r, s in self.followers.items()
-               if r not in self.maximal_isr and s.end_offset >= hw
+               if r not in self.isr and s.end_offset >= hw
                and s.end_offset >= self.epoch_start_offset and eligible(r, s.broker_epoch)]
         if not add:
             return None
-        return list(self.maximal_isr) + sorted(add)
+        return list(self.isr) + sorted(add)
 
     def begin_isr_change(self, isr):
         """An AlterPartition asking for `isr` goes out: the maximal ISR includes additions
@@ -411,10 +413,12 @@ class Partition:
         self.isr_in_flight = tuple(isr)
         self._set_maximal_isr(tuple(dict.fromkeys((*self.maximal_isr, *isr))))
 
-    def end_isr_change(self, leader_epoch=None, partition_epoch=None, isr=None):
-        """The AlterPartition was answered. With the answer's state (same leader epoch),
-        the ISR is taken from it; without (an error), the maximal ISR is the committed one
-        again and the next check retries."""
+    def end_isr_change(self, leader_epoch=None, partition_epoch=None, isr=None, reset=False):
+        """The AlterPartition was answered (or timed out). With the answer's state (same
+        leader epoch), the ISR is taken from it; with `reset` (the controller refused the
+        change outright) the maximal ISR is the committed one again; otherwise (another
+        error, or a timeout) the next check may send a change again, and the maximal ISR
+        keeps what it had (see below)."""
         self.isr_in_flight = None
         if self.role != LEADER:
             return
@@ -422,7 +426,17 @@ class Partition:
                 and partition_epoch >= self.partition_epoch:
             self.partition_epoch = partition_epoch
             self.isr = tuple(isr)
-        self._set_maximal_isr(self.isr)
+            self._set_maximal_isr(self.isr)
+        elif reset:
+            # the controller said the change was not made (INELIGIBLE_REPLICA,
+            # OPERATION_NOT_ATTEMPTED): back to the committed ISR, as Kafka does
+            self._set_maximal_isr(self.isr)
+        # Without the answer's state (a refusal, or no answer at all: a timeout) the
+        # maximal ISR keeps its pending additions: an unanswered request may have been
+        # committed, and the HW must not pass a replica the controller may have put in the
+        # ISR (Kafka keeps the pending state until an answer or a newer partition epoch).
+        # The next image with a newer partition epoch gives the committed ISR; a pending
+        # member that lags is dropped again by the next shrink check.
 
     # ------------------------------------------------------------------ follower
 
@@ -450,10 +464,10 @@ class Partition:
         log = self.log
         offset = max(offset, log.log_start_offset)
         removed = max(0, log.log_end_offset - offset)
+        if removed and log.high_watermark > offset:
+            log.update_high_watermark(offset)
+        log.truncate_to(offset)  # also drops an epoch entry past the end with no record
         if removed:
-            if log.high_watermark > offset:
-                log.update_high_watermark(offset)
-            log.truncate_to(offset)
             self.producers = self._load_producers()
         return removed
 

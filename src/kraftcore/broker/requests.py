@@ -28,7 +28,8 @@ from kraftcore.protocol.error_codes import ErrorCode, error_name
 from kraftcore.types import HeartbeatResult, RegistrationResult
 
 __all__ = ["registration_request", "registration_result", "heartbeat_request",
-           "heartbeat_result", "alter_partition_request", "ALTER_PARTITION_VERSION"]
+           "heartbeat_result", "alter_partition_request", "alter_partition_result",
+           "ALTER_PARTITION_VERSION"]
 
 # The AlterPartition version an ISR change is sent at: v3 names each ISR member's broker
 # epoch (KIP-903), so a replica that re-registered in between is not let back by mistake.
@@ -116,3 +117,33 @@ def alter_partition_request(image, broker_id, broker_epoch, changes):
     return cls(broker_id=broker_id, broker_epoch=broker_epoch, topics=[
         cls.TopicData(topic_id=topic_id, partitions=parts)
         for topic_id, parts in by_topic.items()])
+
+
+# Refusals after which the controller has surely not made the change (Kafka's leader resets
+# to its committed ISR on these; on any other error, or no answer, it may have).
+_NOT_MADE = frozenset((ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED))
+
+
+def alter_partition_result(changes, response):
+    """End each ISR change of `changes` ([(partition, new ISR)], the request's) with what
+    `response` (an AlterPartitionResponse, or None when none came) says of it
+    (`Partition.end_isr_change`). Returns [(partition, outcome)], the outcome a word for
+    the log: the new ISR, the error's name, "timed out" or "no answer"."""
+    answers = {}
+    if response is not None and not response.error_code:
+        for t in response.topics:
+            for p in t.partitions:
+                answers[(t.topic_id, p.partition_index)] = p
+    out = []
+    for partition, _ in changes:
+        p = answers.get((partition.topic_id, partition.index))
+        if p is not None and p.error_code == 0:
+            partition.end_isr_change(p.leader_epoch, p.partition_epoch, p.isr)
+            outcome = f"ISR {list(p.isr)}"
+        else:
+            partition.end_isr_change(reset=p is not None and p.error_code in _NOT_MADE)
+            outcome = ("timed out" if response is None
+                       else error_name(response.error_code) if response.error_code
+                       else "no answer" if p is None else error_name(p.error_code))
+        out.append((partition, outcome))
+    return out

@@ -968,6 +968,12 @@ class Log:
             if not isinstance(offset, int):
                 raise TypeError(f"offset must be an int, got {type(offset).__name__}")
             if offset >= self._leo:
+                # Nothing to cut, but an epoch that starts at the end holds no record (a
+                # leader that recorded its epoch and lost leadership before appending):
+                # forget it, or a follower's divergence check would find it again and again
+                # (Kafka's `truncateTo` does the same).
+                if self._epochs.truncate_from_end(self._leo):
+                    self._write_epochs()
                 return False
             if offset < self._log_start:
                 raise InvalidOffsetError(

@@ -46,7 +46,8 @@ from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
 from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, alter_partition_request,
-                                       heartbeat_request, heartbeat_result,
+                                       alter_partition_result, heartbeat_request,
+                                       heartbeat_result,
                                        registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
@@ -381,17 +382,11 @@ class BrokerRole(_Wakeup):
                      self.node.node_id, partition.name, list(partition.isr), list(isr))
 
         def on_response(response, error):
-            answers = {}
-            if error is None and not response.error_code:
-                for t in response.topics:
-                    for p in t.partitions:
-                        answers[(t.topic_id, p.partition_index)] = p
-            for partition, _ in changes:
-                p = answers.get((partition.topic_id, partition.index))
-                if p is not None and p.error_code == 0:
-                    partition.end_isr_change(p.leader_epoch, p.partition_epoch, p.isr)
-                else:
-                    partition.end_isr_change()
+            for partition, outcome in alter_partition_result(
+                    changes, response if error is None else None):
+                if not outcome.startswith("ISR"):
+                    log.info("broker %s: the ISR change of %s was not made: %s",
+                             self.node.node_id, partition.name, outcome)
             self.schedule(0)
 
         self.node.pool.send_nowait(target, body, ALTER_PARTITION_VERSION, on_response)
