@@ -38,7 +38,6 @@ import asyncio
 from kraftcore.apis.dispatch import request_handler
 from kraftcore.apis.reads import describe_cluster, describe_configs, metadata
 from kraftcore.broker.partition import PartitionError
-from kraftcore.errors import KraftcoreError
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 
@@ -51,14 +50,6 @@ NO_RESPONSE = None
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
 EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
-
-
-def _error_of(exc):
-    if isinstance(exc, PartitionError):
-        return exc.code, str(exc)
-    if isinstance(exc, KraftcoreError):
-        return _E.KAFKA_STORAGE_ERROR, str(exc)
-    raise exc
 
 
 def _partition(facade, topic, index):
