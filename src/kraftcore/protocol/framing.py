@@ -134,9 +134,14 @@ def encode_response(body, version, correlation_id):
     if cls.kind != "response":
         raise TypeError(f"{cls.__name__} is not a response message")
     cls.check_version(version)
-    header = ResponseHeader(correlation_id=correlation_id)
-    payload = header.encode(response_header_version(cls, version)) + body.encode(version)
-    return frame(payload)
+    header = ResponseHeader(correlation_id=correlation_id).encode(
+        response_header_version(cls, version))
+    payload = body.encode(version)
+    size = len(header) + len(payload)
+    if size > 0x7FFFFFFF:
+        raise ValueError(f"a frame holds at most 2 GiB - 1, not {size} bytes")
+    # one join: a fetch answer of megabytes is copied once here, not once per piece
+    return b"".join((_SIZE.pack(size), header, payload))
 
 
 def decode_response(frame_bytes, api_key, version):
