@@ -8,10 +8,8 @@ Every wait is bounded (WAIT_S); nothing here judges a timing.
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -21,7 +19,6 @@ from array import array
 from kraftcore import codec
 from kraftcore.net import Connection
 from kraftcore.protocol import messages as m
-from kraftcore.runtime.local_cluster import start_node
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:  # tests.peers.kafka_node, when pytest was not run from the root
@@ -30,8 +27,7 @@ from tests.peers import kafka_node as kn
 
 KafkaNodeError = kn.KafkaNodeError
 
-KRAFTCORE = [sys.executable, "-m", "kraftcore.cli.main"]
-WAIT_S = 60
+from clusters import WAIT_S, LocalCluster  # noqa: E402 (bench/ is on the path)
 CLIENT_ID = "kraftcore-bench-data"
 MIB = 1 << 20
 PRODUCE_VERSION = 9  # topic names (v13 uses ids); Kafka 4.4 and kraftcore both serve it
@@ -139,33 +135,13 @@ def load_average():
 
 # ------------------------------------------------------------------------------ clusters
 
-class KraftcoreCluster:
-    """`kraftcore cluster up` (3 controllers, `brokers` brokers) in `directory`; kill and
-    restart brokers; `down()` stops every process it started."""
+class KraftcoreCluster(LocalCluster):
+    """`kraftcore cluster up` (3 controllers, `brokers` brokers) in `directory`, with the
+    brokers' ports at hand; `down()` also removes the partition logs (GBs after the
+    throughput runs; the node logs stay)."""
 
     def __init__(self, directory, brokers, overrides=()):
-        self.directory = str(directory)
-        self.log = open(self.directory + ".supervisor.log", "wb")  # noqa: SIM115 (closed in down)
-        args = KRAFTCORE + ["cluster", "up", "--controllers", "3", "--brokers", str(brokers),
-                            "--dir", self.directory]
-        for setting in overrides:
-            args += ["--set", setting]
-        self.supervisor = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL)
-        self.restarted = {}
-        self.reap = []
-        path = os.path.join(self.directory, "cluster.json")
-        try:
-            wait_until("cluster.json", lambda: os.path.exists(path)
-                       or self.supervisor.poll() is not None)
-            if self.supervisor.poll() is not None:
-                raise AssertionError(f"kraftcore cluster up exited {self.supervisor.returncode}"
-                                     f"; see {self.log.name}")
-            with open(path) as f:
-                self.nodes = {n["id"]: n for n in json.load(f)["nodes"]}
-        except BaseException:
-            self.down()
-            raise
+        super().__init__(directory, 3, brokers, overrides)
 
     def broker_ids(self):
         return [i for i, n in sorted(self.nodes.items()) if "broker" in n["roles"]]
@@ -182,41 +158,10 @@ class KraftcoreCluster:
     def pids(self):
         return {i: n["pid"] for i, n in self.nodes.items()}
 
-    def kill(self, node_id):
-        os.kill(self.nodes[node_id]["pid"], signal.SIGKILL)
-        process = self.restarted.pop(node_id, None)
-        if process is not None:
-            self.reap.append(process)
-
-    def restart(self, node_id):
-        for process in self.reap:
-            process.wait(WAIT_S)
-        self.reap = []
-        process = start_node(self.nodes[node_id]["config"])
-        self.restarted[node_id] = process
-        self.nodes[node_id]["pid"] = process.pid
-
     def down(self):
         try:
-            if os.path.exists(os.path.join(self.directory, "cluster.json")):
-                subprocess.run(KRAFTCORE + ["cluster", "down", "--dir", self.directory],
-                               check=False, capture_output=True, timeout=3 * WAIT_S)
-        except subprocess.TimeoutExpired:
-            pass
+            super().down()
         finally:
-            processes = [self.supervisor] + list(self.restarted.values()) + self.reap
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(WAIT_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-            self.restarted, self.reap = {}, []
-            self.log.close()
-            # the partition logs (GBs after the throughput runs); node logs stay
             for node in getattr(self, "nodes", {}).values():
                 shutil.rmtree(node["dirs"][0], ignore_errors=True)
 
