@@ -336,6 +336,10 @@ class DataChecker:
     def on_consume(self, key, records, high_watermark, leader_hw):
         """A consumer's read: [(offset, epoch, value)] and the high watermarks of the answer
         and of the leader when it answered."""
+        # The answer may come in the very event that moved the high watermark (a paused
+        # leader taking up its queue when it resumes): bring the committed log up to date
+        # first, as after any event.
+        self.check()
         committed = self.committed.get(key, [])
         for offset, epoch, value in records:
             self.consumed += 1

@@ -71,6 +71,7 @@ __all__ = ["DataParams", "DataPlaneSim", "DataResult", "params_for_seed", "run_s
            "run_seeds", "main"]
 
 _E = ErrorCode
+SETUP_MS_MAX = 10_000  # simulated time for the brokers to register and be unfenced
 CONTROLLER_ID = 100
 PRODUCER_BASE_ID = 200
 CONSUMER_BASE_ID = 300
@@ -1183,9 +1184,11 @@ class DataPlaneSim:
         """Start the brokers, wait for them to be unfenced, create the topic."""
         for broker in self.brokers.values():
             broker.start()
-        self.run_for(2000, stop=lambda: all(not b.fenced for b in self.brokers.values()))
+        # bounded, but generously: with 150 ms request timeouts and delay spikes of up to
+        # 200 ms, a registration can need several attempts and their backoffs
+        self.run_for(SETUP_MS_MAX, stop=lambda: all(not b.fenced for b in self.brokers.values()))
         if not all(not b.fenced for b in self.brokers.values()):
-            self.fail("the brokers were not unfenced within 2 s")
+            self.fail(f"the brokers were not unfenced within {SETUP_MS_MAX} ms")
         self.create_topic()
         self.run_for(2000, stop=self._all_ready)
         if not self._all_ready():
