@@ -291,6 +291,26 @@ def _kafka_python_read(run: _Run, consumer, topic: str, partitions: int, records
     return values
 
 
+def _kafka_python_send_all(run: _Run, producer, topic: str, records: int, phase: str) -> None:
+    """Send `records` records with a kafka-python producer, flush within the run's time
+    (a timeout names `phase`), and count the acknowledged ones in `run.result["produced"]`."""
+    from kafka.errors import KafkaTimeoutError
+
+    futures = [producer.send(topic, key=key_of(i), value=value_of(i)) for i in range(records)]
+    run.enter("flush")
+    try:
+        producer.flush(timeout=run.remaining())
+    except KafkaTimeoutError:
+        run.timeout(phase)
+    ok = 0
+    for f in futures:
+        if f.succeeded():
+            ok += 1
+        else:
+            run.error(f"send: {f.exception!r}" if f.is_done else "send: not done after flush")
+    run.result["produced"] = ok
+
+
 def run_kafka_python(bootstrap: str, topic: str, *, records: int = 10000, partitions: int = 3,
                      replication_factor: int = 3, acks="all", timeout_s: float = 120) -> dict:
     from kafka import KafkaConsumer, KafkaProducer
@@ -308,19 +328,7 @@ def run_kafka_python(bootstrap: str, topic: str, *, records: int = 10000, partit
             acks="all" if acks_v == "all" else int(acks_v), enable_idempotence=False,
             linger_ms=5, max_block_ms=run.remaining_ms(30), request_timeout_ms=run.remaining_ms(30))
         try:
-            futures = [producer.send(topic, key=key_of(i), value=value_of(i)) for i in range(records)]
-            run.enter("flush")
-            try:
-                producer.flush(timeout=run.remaining())
-            except KafkaTimeoutError:
-                run.timeout("flush")
-            ok = 0
-            for f in futures:
-                if f.succeeded():
-                    ok += 1
-                else:
-                    run.error(f"send: {f.exception!r}" if f.is_done else "send: not done after flush")
-            run.result["produced"] = ok
+            _kafka_python_send_all(run, producer, topic, records, "flush")
         finally:
             producer.close(timeout=5)
 
@@ -364,19 +372,8 @@ def kafka_python_idempotent(bootstrap: str, topic: str, *, records: int = 1000, 
         try:
             run.result["enable_idempotence"] = bool(producer.config.get("enable_idempotence", False))
             run.result["acks_config"] = producer.config.get("acks")
-            futures = [producer.send(topic, key=key_of(i), value=value_of(i)) for i in range(records)]
-            run.enter("flush")
-            try:
-                producer.flush(timeout=run.remaining())
-            except KafkaTimeoutError:
-                run.timeout("flush (an idempotent producer first needs InitProducerId)")
-            ok = 0
-            for f in futures:
-                if f.succeeded():
-                    ok += 1
-                else:
-                    run.error(f"send: {f.exception!r}" if f.is_done else "send: not done after flush")
-            run.result["produced"] = ok
+            _kafka_python_send_all(run, producer, topic, records,
+                                   "flush (an idempotent producer first needs InitProducerId)")
             tm = getattr(producer, "_transaction_manager", None)
             pid = getattr(tm, "producer_id_and_epoch", None)
             run.result["producer_id"] = getattr(pid, "producer_id", None)
