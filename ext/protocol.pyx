@@ -17,7 +17,7 @@ from kc cimport (kc_read_uvarint32, kc_write_uvarint64, kc_size_uvarint64, kc_pu
                  kc_get_be16, kc_get_be32, kc_get_be64)
 
 from kraftcore.errors import EncodeError, ProtocolError
-from kraftcore.types import Uuid
+from kraftcore.types import FileRegion, Uuid
 from kraftcore import kernel_api
 from kraftcore.kernel_api import checked_unknown_tags
 
@@ -484,10 +484,13 @@ def decode_metadata_values(values, list table):
 
 @cython.final
 cdef class _Out:
-    """A growing output buffer."""
+    """A growing output buffer. With `parts` (`encode_struct_parts`), a file region in a
+    records field cuts it: the bytes so far and the region go to `parts`."""
     cdef uint8_t *buf
     cdef Py_ssize_t size
     cdef Py_ssize_t cap
+    cdef list parts
+    cdef int in_tag  # > 0 while a tagged field is written (its size is patched after)
 
     def __dealloc__(self):
         free(self.buf)
@@ -531,6 +534,13 @@ cdef class _Out:
 
     cdef bytes take(self):
         return PyBytes_FromStringAndSize(<const char *>self.buf, self.size)
+
+    cdef int cut(self, object region, int compact) except -1:
+        self.length(region.length, compact, True)
+        self.parts.append(self.take())
+        self.parts.append(region)
+        self.size = 0
+        return 0
 
 
 cdef int64_t _as_int(object value, int kind, str label) except? -1:
@@ -616,6 +626,9 @@ cdef int _write_scalar(_Out out, int kind, int flags, object value, str label) e
             raise EncodeError(f"{label} is {n} bytes; a classic string holds 32767")
         out.length(n, flags & COMPACT, False)
         return out.put(s, n)
+    if kind == RECORDS and out.parts is not None and not out.in_tag \
+            and isinstance(value, FileRegion):
+        return out.cut(value, flags & COMPACT)
     try:
         PyObject_GetBuffer(value, &view, PyBUF_SIMPLE)
     except (TypeError, BufferError):
@@ -704,7 +717,9 @@ cdef int _write_struct(_Out out, tuple prog, object obj) except -1:
         mark = out.size
         out.byte(0)
         start = out.size
+        out.in_tag += 1
         _write_field(out, op, value)
+        out.in_tag -= 1
         size = out.size - start
         if size < 0x80:
             out.buf[mark] = <uint8_t>size
@@ -754,6 +769,18 @@ def encode_struct(tuple prog, obj):
     cdef _Out out = _Out()
     _write_struct(out, prog, obj)
     return out.take()
+
+
+def encode_struct_parts(tuple prog, obj):
+    """`kraftcore._py.protocol.encode_struct_parts`: a list of parts, bytes and file regions
+    alternating, beginning and ending with bytes."""
+    if not isinstance(obj, prog[0]):
+        raise EncodeError(f"{prog[5]} cannot encode a {type(obj).__name__}")
+    cdef _Out out = _Out()
+    out.parts = []
+    _write_struct(out, prog, obj)
+    out.parts.append(out.take())
+    return out.parts
 
 
 def encode_metadata_values(records, versions, list table):

@@ -149,5 +149,6 @@ check_time_index = _segment.check_time_index
 decode_struct = _protocol.decode_struct
 decode_message = _protocol.decode_message
 encode_struct = _protocol.encode_struct
+encode_struct_parts = _protocol.encode_struct_parts
 decode_metadata_values = _protocol.decode_metadata_values
 encode_metadata_values = _protocol.encode_metadata_values

@@ -122,6 +122,9 @@ BROKER_BACKOFF_DOUBLINGS_MAX = 30
 # topic of thousands of partitions): each costs a directory fsync, and heartbeats and
 # requests must go on in between (`ReplicaManager.apply_image(opens_max=...)`).
 BROKER_LOG_OPENS_PER_TURN_MAX = 32
+# A Fetch answer's records for one partition at least this big go out from the segment file
+# with sendfile (zero-copy) rather than read into memory; smaller ones cost less copied.
+BROKER_FETCH_ZERO_COPY_BYTES_MIN = 32 * 1024
 
 # ------------------------------------------------------------------------------ network
 # `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.

@@ -11,10 +11,13 @@
   registration and heartbeat, as the controller returns them and as `BrokerLifecycle`
   takes them (Kafka's `BrokerRegistrationReply`, `BrokerHeartbeatReply`), whether they
   came from a local controller or over the network.
+* `FileRegion`: bytes of an open file that travel by reference (a Fetch answer's records,
+  which the listener sends from the segment file with `sendfile` instead of copying them).
 """
 
 import base64
 import dataclasses
+import os
 from typing import NamedTuple
 
 from kraftcore.layout import INT32_MAX
@@ -112,3 +115,39 @@ class ElectionState:
                                       or not 0 <= value <= INT32_MAX):
                 raise ValueError(f"{name} must be None or a node id in [0, 2^31), not "
                                  f"{value!r}")
+
+
+class FileRegion:
+    """`length` bytes at `position` of `file` (a binary file object open for reading, which
+    the region owns): a records field that a response carries by reference. The listener
+    sends it with `sendfile` (zero-copy) and closes it; whoever drops a region unsent calls
+    `close()` (the file also closes when the region is collected). `read()` gives the bytes,
+    for a reader that wants them in memory after all."""
+
+    __slots__ = ("file", "position", "length")
+
+    def __init__(self, file, position, length):
+        if not isinstance(position, int) or not isinstance(length, int) or position < 0 \
+                or not 0 <= length <= INT32_MAX:
+            raise ValueError(f"bad file region: position {position!r}, length {length!r}")
+        self.file = file
+        self.position = position
+        self.length = length
+
+    def read(self):
+        """The region's bytes; `OSError` when the file no longer holds them all."""
+        data = os.pread(self.file.fileno(), self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"a file region of {self.length} bytes at {self.position} holds "
+                          f"only {len(data)} now (the file was truncated)")
+        return data
+
+    def close(self):
+        self.file.close()
+
+    def __len__(self):
+        return self.length
+
+    def __repr__(self):
+        return f"FileRegion(fd={self.file.fileno() if not self.file.closed else None}, " \
+               f"position={self.position}, length={self.length})"

@@ -6,12 +6,14 @@ import os
 import threading
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kraftcore import codec
 from kraftcore.errors import (ConfigError, CorruptRecordError, InvalidAppendError,
                               InvalidOffsetError, LogClosedError, OffsetOutOfRangeError,
                               StorageError)
 from kraftcore.log import Log, LeaderEpochCache
+from kraftcore.types import FileRegion
 
 pytestmark = pytest.mark.smoke
 
@@ -566,3 +568,73 @@ def test_truncating_at_the_end_forgets_an_epoch_that_has_no_record(tmp_path):
     reopened = Log.open(tmp_path / "l", fsync="never")
     assert reopened.epoch_entries() == [(0, 0)]
     reopened.close()
+
+
+def _reference_read(batches, offset, bytes_max, end):
+    """What a read must return, from the batches' (base, last, size) alone: from the batch
+    holding `offset` (its last offset >= it), whole batches ending below `end` that fit
+    `bytes_max`, the first whatever its size."""
+    taken = []
+    for base, last, size in batches:
+        if last < offset:
+            continue
+        if last >= end or (taken and sum(t[2] for t in taken) + size > bytes_max):
+            break
+        taken.append((base, last, size))
+    return taken
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_reads_and_regions_match_a_reference_over_segments_and_index_jumps(tmp_path_factory,
+                                                                            data):
+    """Random appends (batch sizes from one record to many, appends of several batches),
+    small segments and index intervals so that reads cross index entries: every read,
+    in memory or as a file region, is exactly the reference's batches."""
+    directory = tmp_path_factory.mktemp("reads")
+    log = Log.open(directory / "t-0", clock=FakeClock(),
+                   segment_bytes=data.draw(st.sampled_from([16000, 40000, 1 << 20])),
+                   index_interval_bytes=data.draw(st.sampled_from([1, 300, 4096])))
+    try:
+        for _ in range(data.draw(st.integers(1, 25))):
+            sizes = data.draw(st.lists(st.integers(1, 12), min_size=1, max_size=3))
+            batches = b"".join(codec.encode_batch(values(n, size=data.draw(
+                st.integers(1, 400)))) for n in sizes)
+            log.append(batches, leader_epoch=0)
+        log.update_high_watermark(data.draw(st.integers(0, log.log_end_offset)))
+        layout, segment_of, offset = [], {}, 0
+        while offset < log.log_end_offset:  # one read per segment: reads stop at its end
+            read = log.read(offset, 1 << 30)
+            for b in read.batches():
+                layout.append((b.base_offset, b.base_offset + b.last_offset_delta, b.size_bytes))
+                segment_of[b.base_offset] = offset
+            offset = read.next_offset
+        assert layout[-1][1] + 1 == log.log_end_offset
+        for _ in range(30):
+            offset = data.draw(st.integers(0, log.log_end_offset))
+            bytes_max = data.draw(st.integers(0, sum(b[2] for b in layout)))
+            committed = data.draw(st.booleans())
+            end = log.high_watermark if committed else log.log_end_offset
+            expected = _reference_read(layout, offset, bytes_max, end)
+            if expected:
+                home = segment_of[expected[0][0]]
+                expected = [b for b in expected if segment_of[b[0]] == home]
+            plain = log.read(offset, bytes_max, committed=committed)
+            region = log.read(offset, bytes_max, committed=committed, region_bytes_min=1)
+            got = [(b.base_offset, b.base_offset + b.last_offset_delta, b.size_bytes)
+                   for b in plain.batches()]
+            assert got == expected
+            if expected:
+                assert isinstance(region.records, FileRegion)
+                try:
+                    assert region.records.read() == bytes(plain.records)
+                finally:
+                    region.records.close()
+                assert (plain.first_offset, region.first_offset) == (expected[0][0],) * 2
+                assert plain.next_offset == region.next_offset
+                assert expected[-1][1] < plain.next_offset <= \
+                    ([b[0] for b in layout if b[0] > expected[-1][1]] or [log.log_end_offset])[0]
+            else:
+                assert len(region.records) == 0 and not isinstance(region.records, FileRegion)
+    finally:
+        log.close()

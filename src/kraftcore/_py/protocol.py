@@ -33,10 +33,11 @@ import struct
 from kraftcore.errors import EncodeError, ProtocolError
 from kraftcore.kernel_api import (
     ABSENT, ARRAY, ARRAY_STRUCT, BOOL, BYTES, COMPACT, FLOAT64, FRESH, IGNORABLE, INT8, INT16,
-    INT32, INT64, NULLABLE, STRING, STRUCT, UINT16, UINT32, UUID, checked_unknown_tags)
+    INT32, INT64, NULLABLE, RECORDS, STRING, STRUCT, UINT16, UINT32, UUID,
+    checked_unknown_tags)
 from kraftcore.layout import METADATA_FRAME_FIELD_MAX, METADATA_FRAME_VERSION
 from kraftcore.limits import PROTOCOL_EMPTY_ELEMENTS_MAX
-from kraftcore.types import Uuid
+from kraftcore.types import FileRegion, Uuid
 
 _FIXED = {
     INT8: struct.Struct(">b"), INT16: struct.Struct(">h"), INT32: struct.Struct(">i"),
@@ -341,6 +342,10 @@ def _write_scalar(out, kind, flags, value, label):
         if not flags & COMPACT and len(data) > 0x7FFF:
             raise EncodeError(f"{label} is {len(data)} bytes; a classic string holds 32767")
     else:
+        if kind == RECORDS and type(out) is _Parts and isinstance(value, FileRegion):
+            _put_length(out, value.length, flags & COMPACT, True)
+            out.cut(value)
+            return
         try:
             data = memoryview(value).cast("B")
         except (TypeError, BufferError):
@@ -421,6 +426,33 @@ def encode_struct(prog, obj):
     out = bytearray()
     _write_struct(out, prog, obj)
     return bytes(out)
+
+
+class _Parts(bytearray):
+    """The output of `encode_struct_parts`: the bytes being written, and the parts before
+    them (bytes, and the file regions between them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts = []
+
+    def cut(self, region):
+        self.parts.append(bytes(self))
+        self.parts.append(region)
+        del self[:]
+
+
+def encode_struct_parts(prog, obj):
+    """Encode `obj` as `encode_struct` does, except that a records field may hold a
+    `kraftcore.types.FileRegion` (outside tagged fields): its length is written and the
+    region itself becomes a part of the output. Returns a list of parts, bytes and
+    regions alternating, beginning and ending with bytes (one bytes when no region)."""
+    if not isinstance(obj, prog[0]):
+        raise EncodeError(f"{prog[5]} cannot encode a {type(obj).__name__}")
+    out = _Parts()
+    _write_struct(out, prog, obj)
+    out.parts.append(bytes(out))
+    return out.parts
 
 
 def encode_metadata_values(records, versions, table):

@@ -16,6 +16,9 @@ dispatch table and its handlers. The node process plugs it into its broker liste
   timeout with REQUEST_TIMED_OUT);
 * `async next_producer_id()`: a producer id from the broker's block (a new block from
   the active controller when it is used up).
+* `fetch_region_bytes_min` (optional): Fetch answers carry a partition's records of at
+  least that many bytes as a `kraftcore.types.FileRegion` of the segment file, which the
+  listener sends with `sendfile`; without it every read is copied into memory.
 
 | API (key) | versions | answer |
 |---|---|---|
@@ -40,6 +43,7 @@ from kraftcore.apis.reads import describe_cluster, describe_configs, metadata
 from kraftcore.broker.partition import PartitionError
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.types import FileRegion
 
 __all__ = ["handle_broker_request", "BROKER_API_KEYS", "FORWARDED_API_KEYS", "NO_RESPONSE",
            "BROKER_VERSIONS"]
@@ -209,6 +213,8 @@ async def fetch(facade, version, body):
         except PartitionError as exc:
             return cls(error_code=exc.code, responses=[])
 
+    region_bytes_min = getattr(facade, "fetch_region_bytes_min", None)
+
     def build():
         total = 0
         bytes_max = body.max_bytes if version >= 3 else 0x7FFFFFFF
@@ -234,7 +240,9 @@ async def fetch(facade, version, body):
                         if limit <= 0:
                             r.records = b""
                         else:
-                            read = partition.read(p.fetch_offset, limit, committed=not follower)
+                            read = partition.read(p.fetch_offset, limit,
+                                                  committed=not follower,
+                                                  region_bytes_min=region_bytes_min)
                             r.records = read.records
                             total += len(read.records)
                     except PartitionError as exc:
@@ -267,8 +275,17 @@ async def fetch(facade, version, body):
                 return any(p.high_watermark > o for p, o in positions)
 
             if await _wait_for(facade, parts, arrived, body.max_wait_ms):
+                _close_regions(response)
                 response, total = build()
     return response
+
+
+def _close_regions(response):
+    """Close the file regions of a Fetch answer that is not sent."""
+    for topic in response.responses:
+        for p in topic.partitions:
+            if isinstance(p.records, FileRegion):
+                p.records.close()
 
 
 # ------------------------------------------------------------------------------ ListOffsets

@@ -495,10 +495,11 @@ class Partition:
         """(fetch offset, last fetched epoch) of this follower's next fetch."""
         return self.log.log_end_offset, self.log.latest_epoch
 
-    def read(self, offset, bytes_max, *, committed):
-        """A read for a fetch: `OffsetOutOfRangeError` outside the log's range becomes
-        OFFSET_OUT_OF_RANGE."""
+    def read(self, offset, bytes_max, *, committed, region_bytes_min=None):
+        """A read for a fetch (`Log.read`): `OffsetOutOfRangeError` outside the log's range
+        becomes OFFSET_OUT_OF_RANGE."""
         try:
-            return self.log.read(offset, bytes_max, committed=committed)
+            return self.log.read(offset, bytes_max, committed=committed,
+                                 region_bytes_min=region_bytes_min)
         except OffsetOutOfRangeError as exc:
             raise PartitionError(_E.OFFSET_OUT_OF_RANGE, f"{self.name}: {exc}") from None

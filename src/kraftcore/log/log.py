@@ -63,6 +63,7 @@ from kraftcore.log.config import LogConfig
 from kraftcore.epochs import LeaderEpochCache
 from kraftcore.log.segment import Segment, misplaced_first_batch, set_aside_names
 from kraftcore.clock import Ticker, wall_clock_ms
+from kraftcore.types import FileRegion
 
 _DISCARDED_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX)
 _VALUES_TYPES = (list, tuple)
@@ -103,7 +104,8 @@ class LogOffsets(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class ReadResult:
     """Whole batches read from the log. `records` is a memoryview of one buffer read from
-    the segment file (no per-batch copies); `batches()` decodes it."""
+    the segment file (no per-batch copies), or a `FileRegion` when the read asked for one;
+    `batches()` decodes it."""
 
     records: memoryview
     first_offset: int  # base offset of the first batch returned (<= the offset asked)
@@ -113,7 +115,10 @@ class ReadResult:
     log_end_offset: int
 
     def batches(self):
-        return codec.decode_batches(self.records)
+        records = self.records
+        if isinstance(records, FileRegion):
+            records = records.read()
+        return codec.decode_batches(records)
 
     def __len__(self):
         return len(self.records)
@@ -1125,12 +1130,17 @@ class Log:
 
     # ================================================================ reads
 
-    def read(self, offset, bytes_max=1024 * 1024, *, committed=False):
+    def read(self, offset, bytes_max=1024 * 1024, *, committed=False, region_bytes_min=None):
         """Whole batches starting with the one that holds `offset`, up to `bytes_max` (the
         first batch is returned whole even if larger). With `committed`, only batches
         below the high watermark. Reading at the end (or at the HW when `committed`) gives
         an empty result; outside [log start offset, log end offset] raises
-        `OffsetOutOfRangeError`."""
+        `OffsetOutOfRangeError`.
+
+        With `region_bytes_min`, a read of at least that many bytes is not read into
+        memory: its `records` is a `kraftcore.types.FileRegion` of the segment file (a
+        descriptor of its own, which the caller closes), for a writer that sends it with
+        `sendfile`."""
         if not isinstance(offset, int) or not isinstance(bytes_max, int):
             raise TypeError("offset and bytes_max must be ints")
         if bytes_max < 0:
@@ -1141,17 +1151,25 @@ class Log:
             end = self._hw if committed else self._leo
             if not self._log_start <= offset <= self._leo:
                 raise OffsetOutOfRangeError(offset, self._log_start, self._leo)
-            view, first, next_offset = memoryview(b""), offset, offset
+            records, first, next_offset = memoryview(b""), offset, offset
             if offset < end:
                 index = bisect.bisect_right(self._bases, offset) - 1
                 try:
                     for segment in self._segments[index:]:
-                        view, first, next_offset = segment.read(offset, bytes_max, end)
-                        if len(view) or segment.next_offset > offset:
+                        position, length, first, next_offset = segment.span(
+                            offset, bytes_max, end)
+                        if length or segment.next_offset > offset:
                             break
+                    if not length:
+                        first = next_offset = offset
+                    elif region_bytes_min is not None and length >= region_bytes_min:
+                        records = FileRegion(os.fdopen(os.dup(segment.log_fd), "rb", 0),
+                                             position, length)
+                    else:
+                        records = memoryview(segment.read_bytes(position, length))
                 except OSError as exc:
                     raise _storage_error(exc, f"reading {self.path}") from exc
-            return ReadResult(view, first, next_offset, self._hw, self._log_start, self._leo)
+            return ReadResult(records, first, next_offset, self._hw, self._log_start, self._leo)
 
     def offset_for_timestamp(self, timestamp):
         """The first offset whose record timestamp is >= `timestamp`, None if there is none."""

@@ -20,7 +20,7 @@ import os
 
 from kraftcore import codec
 from kraftcore.errors import CorruptRecordError, UnsupportedCompressionError
-from kraftcore.layout import (BASE_OFFSET_OFFSET, BATCH_HEAD, BATCH_HEADER_BYTES,
+from kraftcore.layout import (BATCH_HEAD, BATCH_HEADER_BYTES,
                               INDEX_SUFFIX, LOG_SUFFIX, OFFSET_AND_LENGTH, OFFSET_INDEX_ENTRY,
                               OFFSET_INDEX_ENTRY_BYTES, RELATIVE_OFFSET_MAX, SEGMENT_SUFFIXES,
                               STRAY_SUFFIX, TIME_INDEX_ENTRY, TIME_INDEX_ENTRY_BYTES,
@@ -29,6 +29,8 @@ from kraftcore.log import fileio, reader
 
 # Bytes read at a time when walking headers from an index entry to a batch.
 READ_CHUNK_BYTES = 64 * 1024
+# Bytes read at a time when walking batch headers to the end of a read (`span`).
+SPAN_CHUNK_BYTES = 4096
 
 
 def set_aside_names(directory, base_offset):
@@ -441,35 +443,69 @@ class Segment(codec.SegmentState):
                 f"expected data up to {position + size}", position)
         return data
 
-    def read(self, offset, bytes_max, end_offset):
-        """Whole batches from the one holding `offset`, ending below `end_offset`, at most
-        `bytes_max` unless the first batch alone is larger (it is returned whole: Kafka's
-        "at least one batch" rule). Returns (memoryview of the bytes read, base offset of
-        the first batch, next offset after the last); the view is empty when nothing
-        qualifies."""
+    def span(self, offset, bytes_max, end_offset):
+        """Where the whole batches of a read are: from the one holding `offset`, those that
+        end below `end_offset` (next offset <= `end_offset`) and fit in `bytes_max`, except
+        that the first batch is taken whole even if larger (Kafka's "at least one batch"
+        rule). Returns (position, length, base offset of the first batch, next offset: where
+        to read on); length 0 when nothing qualifies.
+
+        Reads batch headers only, never the records: from the batch holding `offset`, a
+        jump to the last offset-index entry inside both bounds (the batches before an entry
+        end before it), then headers one by one, `SPAN_CHUNK_BYTES` at a time."""
         position = self.position_of(offset)
         if position is None:
+            return 0, 0, offset, offset
+        chunk_at, chunk = position, b""
+
+        def head(at):  # (base offset, size, last offset) of the batch at `at`
+            nonlocal chunk_at, chunk
+            if not chunk_at <= at <= chunk_at + len(chunk) - BATCH_HEAD.size:
+                chunk_at = at
+                chunk = self.read_bytes(at, min(SPAN_CHUNK_BYTES, self.size - at))
+                if len(chunk) < BATCH_HEAD.size:
+                    raise CorruptRecordError(
+                        f"truncated batch header in {self.path(LOG_SUFFIX)}", at)
+            base, length = OFFSET_AND_LENGTH.unpack_from(chunk, at - chunk_at)
+            size = LOG_OVERHEAD_BYTES + length
+            if length < BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES or at + size > self.size:
+                raise CorruptRecordError(
+                    f"batch length {length} at position {at} of {self.path(LOG_SUFFIX)} "
+                    f"is out of bounds", at)
+            return base, size, base + BATCH_HEAD.unpack_from(chunk, at - chunk_at)[6]
+
+        first, size, last = head(position)
+        if last >= end_offset:
+            return position, 0, offset, offset
+        end, next_offset = position + size, last + 1
+        limit = position + bytes_max
+        index = self.offset_index
+        slot = min(codec.index_search(index, OFFSET_INDEX_ENTRY_BYTES, 4, 4, limit),
+                   codec.index_search(index, OFFSET_INDEX_ENTRY_BYTES, 0, 4,
+                                      min(end_offset - 1 - self.base_offset, RELATIVE_OFFSET_MAX)))
+        if slot >= 0:
+            indexed = OFFSET_INDEX_ENTRY.unpack_from(index, slot * OFFSET_INDEX_ENTRY_BYTES)[1]
+            if indexed > end:
+                end, next_offset = indexed, None  # the batch there tells where reading goes on
+        while end < self.size:
+            base, size, last = head(end)
+            if next_offset is None:
+                next_offset = base
+            if end + size > limit or last >= end_offset:
+                break
+            end, next_offset = end + size, last + 1
+        if next_offset is None:
+            next_offset = self.next_offset
+        return position, end - position, first, next_offset
+
+    def read(self, offset, bytes_max, end_offset):
+        """The bytes of `span(offset, bytes_max, end_offset)`: (memoryview of them, base
+        offset of the first batch, next offset); the view is empty when nothing
+        qualifies."""
+        position, length, first, next_offset = self.span(offset, bytes_max, end_offset)
+        if not length:
             return memoryview(b""), offset, offset
-        rest = self.size - position
-        want = min(max(bytes_max, 64), rest)
-        while True:
-            data = self.read_bytes(position, want)
-            start, end, partial, partial_size = codec.locate_batches(
-                data, offset, end_offset, bytes_max)
-            if start < 0 and partial == 0 and partial_size > want and want < rest:
-                want = min(partial_size, rest)
-                continue
-            break
-        if start != 0:
-            raise CorruptRecordError(
-                f"no whole batch at position {position} of {self.path(LOG_SUFFIX)}", position)
-        if end <= start:
-            return memoryview(b""), offset, offset
-        view = memoryview(data)[:end]
-        last_batch = _last_batch_start(view)
-        last_base, last_delta = BATCH_HEAD.unpack_from(data, last_batch)[::6]
-        first_base = OFFSET_AND_LENGTH.unpack_from(data, BASE_OFFSET_OFFSET)[0]
-        return view, first_base, last_base + last_delta + 1
+        return memoryview(self.read_bytes(position, length)), first, next_offset
 
     def offset_for_timestamp(self, timestamp):
         """The first offset whose record timestamp is >= `timestamp`, None if none is."""
@@ -492,14 +528,6 @@ class Segment(codec.SegmentState):
             offset = next_offset
         return None
 
-
-def _last_batch_start(view):
-    position = 0
-    while True:
-        size = LOG_OVERHEAD_BYTES + OFFSET_AND_LENGTH.unpack_from(view, position)[1]
-        if position + size >= len(view):
-            return position
-        position += size
 
 
 def _open_index(path):

@@ -98,6 +98,7 @@ from kraftcore.errors import ListenError, ProtocolError, UnsupportedVersionError
 from kraftcore.protocol import framing
 from kraftcore.protocol.apis import API_BY_KEY
 from kraftcore.protocol.schema import Message
+from kraftcore.types import FileRegion
 
 log = logging.getLogger("kraftcore.net")
 
@@ -109,6 +110,12 @@ _GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES_MIN
 _HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN
 _SIZE = struct.Struct(">i")
 _size_at = _SIZE.unpack_from
+
+
+def _close_regions(parts):
+    for part in parts:
+        if type(part) is FileRegion:
+            part.close()
 
 
 def _pooled(held):
@@ -414,7 +421,7 @@ class Listener:
         stalled = []
         for conn in self._connections:
             if idle_s is not None:
-                if conn._requests != conn._requests_seen or conn._slots:
+                if conn._requests != conn._requests_seen or conn._slots or conn._sender:
                     conn._requests_seen = conn._requests
                     conn._idle_since = now
                 elif now - conn._idle_since >= idle_s:
@@ -510,6 +517,8 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._stalled_since = 0.0
         self._out = []
         self._out_bytes = 0
+        self._out_regions = False  # `_out` holds file regions
+        self._sender = None  # the task sending output that holds file regions, if any
         self._flush_scheduled = False
         self._closed = False
         self._reading_paused = False
@@ -531,6 +540,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc):
         self._closed = True
+        if self._sender is not None:
+            self._sender.cancel()
+        self._drop_output()
         self._cancel_handlers()
         self._free_input()
         self._listener._connection_closed(self)
@@ -615,7 +627,8 @@ class _ServerConnection(asyncio.BufferedProtocol):
             stop = pos + 4 + size
             if stop > end:
                 break
-            if self._writing_paused or len(slots) + self._inline >= limit:
+            if self._writing_paused or self._sender is not None or \
+                    len(slots) + self._inline >= limit:
                 self._frames_waiting = True
                 break
             frame = bytes(buf[pos + 4:stop])
@@ -667,7 +680,7 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._tail -= pos
 
     def _busy(self):
-        return self._writing_paused or \
+        return self._writing_paused or self._sender is not None or \
             len(self._slots) + self._inline >= self._listener.inflight_per_connection_max
 
     def _settle(self):
@@ -864,8 +877,13 @@ class _ServerConnection(asyncio.BufferedProtocol):
     def _write(self, frame):
         if not frame:
             return
-        self._out.append(frame)
-        self._out_bytes += len(frame)
+        if type(frame) is list:  # parts: bytes and file regions
+            self._out.extend(frame)
+            self._out_regions = True
+            self._out_bytes += sum(map(len, frame))
+        else:
+            self._out.append(frame)
+            self._out_bytes += len(frame)
         if self._out_bytes >= _CORK_BYTES:
             self._flush()
 
@@ -929,13 +947,85 @@ class _ServerConnection(asyncio.BufferedProtocol):
 
     def _flush(self):
         self._flush_scheduled = False
+        if self._sender is not None:
+            return  # the sender takes up `_out` when its parts are out
         out = self._out
         if out:
             self._out = []
             self._out_bytes = 0
-            if not self._closed:
+            if self._closed:
+                _close_regions(out)
+            elif self._out_regions:
+                self._out_regions = False
+                # Reading pauses while the regions go out (Kafka mutes a channel while it
+                # sends a response); `_busy` holds new requests back meanwhile.
+                self._pause_reading()
+                self._sender = asyncio.ensure_future(self._send(out))
+            else:
                 # may call pause_writing, which marks the connection busy
                 self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    async def _send(self, parts):
+        """Send `parts` in order, the file regions with `sendfile` (the kernel copies them
+        from the page cache to the socket), then what `_out` gathered meanwhile. A region
+        the file no longer holds whole (truncated since the read) would leave the frame
+        short: the connection is closed. Then requests are taken up again."""
+        loop = asyncio.get_running_loop()
+        transport = self._transport
+        pending = collections.deque(parts)
+        short = None
+        try:
+            while pending:
+                part = pending.popleft()
+                if type(part) is FileRegion:
+                    try:
+                        sent = await loop.sendfile(transport, part.file, part.position,
+                                                   part.length)
+                    finally:
+                        part.close()
+                    if sent != part.length:
+                        short = (part, sent)
+                        break
+                    continue
+                run = [part]
+                while pending and type(pending[0]) is not FileRegion:
+                    run.append(pending.popleft())
+                transport.write(run[0] if len(run) == 1 else b"".join(run))
+                if not pending and self._out:  # (after a fault too: they were ready)
+                    pending.extend(self._out)
+                    self._out = []
+                    self._out_bytes = 0
+                    self._out_regions = False
+        except (OSError, RuntimeError) as exc:  # the connection broke, or is closing
+            log.debug("%s: sending to %s:%s failed: %s", self._listener.name, *self.peer, exc)
+            short = exc
+        finally:
+            _close_regions(pending)
+            self._sender = None
+        if short is not None:
+            if isinstance(short, tuple) and not self._closed:
+                log.warning("%s: closing the connection from %s:%s: a response's records "
+                            "(%d bytes at position %d of a segment) were truncated while "
+                            "being sent (%d sent)", self._listener.name, *self.peer,
+                            short[0].length, short[0].position, short[1])
+            self.abort()
+            return
+        if self._closed:
+            self._drop_output()
+            transport.close()  # a fault closed the connection while this was sending
+            return
+        self._advance()
+        self._flush()
+
+    def _drop_output(self):
+        """Forget the output not handed to the socket (the connection is closing)."""
+        out, self._out = self._out, []
+        self._out_bytes = 0
+        self._out_regions = False
+        _close_regions(out)
+        for slot in self._slots:
+            if slot.frame:
+                _close_regions(slot.frame if type(slot.frame) is list else ())
 
     # ------------------------------------------------------------------ closing
 
@@ -960,15 +1050,18 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._free_input()
         self._closed = True
         self._cancel_handlers()
-        self._transport.close()
+        if self._sender is None:
+            self._transport.close()
+        # else the sender closes it once the parts it has are out
 
     def abort(self):
         """Close at once, dropping unsent responses (the listener is closing, or the
         connection was idle too long)."""
         self._free_input()
         self._closed = True
+        self._drop_output()
         self._cancel_handlers()
-        self._out = []
-        self._out_bytes = 0
+        if self._sender is not None:
+            self._sender.cancel()
         if self._transport is not None:
             self._transport.abort()

@@ -129,19 +129,26 @@ def decode_request(frame_bytes):
 
 
 def encode_response(body, version, correlation_id):
-    """A whole response frame (size, header, body) for message `body` at `version`."""
+    """A whole response frame (size, header, body) for message `body` at `version`: bytes,
+    or, when a records field of `body` holds a `kraftcore.types.FileRegion`, a list of
+    parts (bytes and regions alternating, beginning and ending with bytes) that make the
+    frame in that order, for a writer that sends the regions from their files."""
     cls = type(body)
     if cls.kind != "response":
         raise TypeError(f"{cls.__name__} is not a response message")
     cls.check_version(version)
     header = ResponseHeader(correlation_id=correlation_id).encode(
         response_header_version(cls, version))
-    payload = body.encode(version)
-    size = len(header) + len(payload)
+    parts = body.encode_parts(version)
+    size = len(header) + sum(map(len, parts))
     if size > 0x7FFFFFFF:
         raise ValueError(f"a frame holds at most 2 GiB - 1, not {size} bytes")
     # one join: a fetch answer of megabytes is copied once here, not once per piece
-    return b"".join((_SIZE.pack(size), header, payload))
+    head = b"".join((_SIZE.pack(size), header, parts[0]))
+    if len(parts) == 1:
+        return head
+    parts[0] = head
+    return parts
 
 
 def decode_response(frame_bytes, api_key, version):

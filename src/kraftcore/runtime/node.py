@@ -51,7 +51,8 @@ from kraftcore.broker.requests import (ALTER_PARTITION_VERSION, alter_partition_
                                        registration_request, registration_result)
 from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
-from kraftcore.limits import BROKER_LOG_OPENS_PER_TURN_MAX, NODE_SHUTDOWN_WAIT_MS_MAX
+from kraftcore.limits import (BROKER_FETCH_ZERO_COPY_BYTES_MIN, BROKER_LOG_OPENS_PER_TURN_MAX,
+                              NODE_SHUTDOWN_WAIT_MS_MAX)
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
@@ -407,6 +408,7 @@ class _BrokerView:
         self.cluster_id = node.cluster_id
         self.image = node.broker.metadata.image
         self.replicas = node.broker.replicas
+        self.fetch_region_bytes_min = BROKER_FETCH_ZERO_COPY_BYTES_MIN
 
     def controller_id(self):
         return self.node_id
