@@ -227,6 +227,50 @@ def test_bad_produce_gets_kafkas_error_and_stores_nothing(broker, case):
     assert one(answer(broker, produce("u", 0, [b"ok"], acks=1), PRODUCE_V)).error_code == 0
 
 
+def test_a_refusal_because_the_leader_moved_names_the_current_leader(broker):
+    """KIP-951: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry CurrentLeader (Produce
+    v10+, Fetch v12+) and the answer lists that leader's endpoint (Produce v10+, Fetch
+    v16+) when the image has one; older versions carry neither."""
+    image = broker.image
+    led = image.topic("v").partitions[0]
+    assert led.leader == 2
+    endpoints = {b.broker_id: b.end_points for b in image.brokers.values()}
+    assert endpoints[2], "broker 2 registered an endpoint"
+
+    def check(partition, response, version, with_endpoints):
+        assert (partition.current_leader.leader_id,
+                partition.current_leader.leader_epoch) == (2, led.leader_epoch)
+        listed = [(e.node_id, e.host, e.port) for e in response.node_endpoints]
+        if with_endpoints and endpoints.get(2):
+            ep = endpoints[2][0]
+            assert listed == [(2, ep.host, ep.port)]
+        else:
+            assert listed == []
+
+    response = answer(broker, produce("v", 0, [b"x"], acks=1), 10)
+    assert one(response).error_code == E.NOT_LEADER_OR_FOLLOWER
+    check(one(response), response, 10, True)
+    old = one(answer(broker, produce("v", 0, [b"x"], acks=1), 9))
+    assert old.error_code == E.NOT_LEADER_OR_FOLLOWER and old.current_leader.leader_id == -1
+    for version in (12, 16):
+        request = fetch("v", 0, 0)
+        request.topics[0].topic_id = image.topic("v").topic_id  # v13+ name topics by id
+        response = answer(broker, request, version)
+        (part,) = response.responses[0].partitions
+        assert part.error_code == E.NOT_LEADER_OR_FOLLOWER
+        check(part, response, version, version >= 16)
+    # a fenced epoch on a partition this broker leads: its own id and epoch
+    broker.replicas.get("u", 0).leader_epoch = 3
+    response = answer(broker, fetch("u", 0, 0, leader_epoch=0), FETCH_V)
+    (part,) = response.responses[0].partitions
+    assert part.error_code == E.FENCED_LEADER_EPOCH
+    assert part.current_leader.leader_id == 1
+    assert part.current_leader.leader_epoch == image.topic("u").partitions[0].leader_epoch
+    # other refusals carry none
+    response = answer(broker, fetch("nope", 0, 0), FETCH_V)
+    assert response.responses[0].partitions[0].current_leader.leader_id == -1
+
+
 def test_a_fetch_outside_the_log_is_offset_out_of_range(broker):
     answer(broker, produce("u", 0, [b"a"], acks=1), PRODUCE_V)
     partition, _ = fetched(answer(broker, fetch("u", 0, 5), FETCH_V))

@@ -519,3 +519,58 @@ def test_kafka_python_init_producer_id_request_decodes(version):
     answer = cls(throttle_time_ms=0, error_code=0, producer_id=4000, producer_epoch=0)
     back = KInitProducerIdResponse.decode(answer.encode(version), version=version)
     assert (back.error_code, back.producer_id, back.producer_epoch) == (0, 4000, 0)
+
+
+# ------------------------------------------------------------------------------ file regions
+
+@pytest.mark.parametrize("version", range(4, 19))
+def test_fetch_responses_with_file_regions_encode_as_parts_in_both_kernels(tmp_path, version):
+    """Records held as `FileRegion`s become parts of the output, between the bytes around
+    them; with the regions' bytes put back the parts are the inline encoding, byte for byte,
+    in both kernels. `encode_struct` (one bytes) refuses a region."""
+    from kraftcore.types import FileRegion
+
+    data = bytes(range(256)) * 64
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    cls = M.FetchResponse
+    spans = [(0, 5000), None, (100, 1), (7000, 9000)]  # None: records inline
+
+    def body(as_regions):
+        parts = []
+        for i, span in enumerate(spans):
+            if span is None:
+                records = b"inline"
+            elif as_regions:
+                records = FileRegion(open(path, "rb", buffering=0), *span)
+            else:
+                records = data[span[0]:span[0] + span[1]]
+            parts.append(cls.PartitionData(partition_index=i, error_code=0, high_watermark=9,
+                                           records=records))
+        topic = cls.FetchableTopicResponse(partitions=parts)
+        if version >= 13:
+            topic.topic_id = Uuid(bytes(range(16)))
+        else:
+            topic.topic = "t"
+        return cls(throttle_time_ms=0, error_code=0, session_id=0, responses=[topic])
+
+    prog = cls.program(version)
+    inline = codec.encode_struct(prog, body(False))
+    with_regions = body(True)
+    try:
+        outputs = {name: k.encode_struct_parts(prog, with_regions) for name, k in KERNELS.items()}
+        for name, parts in outputs.items():
+            kinds = [type(p) for p in parts]
+            assert kinds == [bytes, FileRegion, bytes, FileRegion, bytes, FileRegion, bytes], name
+            joined = b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts)
+            assert joined == inline, name
+        first = next(iter(outputs.values()))
+        assert all(parts[0::2] == first[0::2] for parts in outputs.values())
+        for k in KERNELS.values():
+            with pytest.raises(EncodeError, match="bytes-like"):
+                k.encode_struct(prog, with_regions)
+        assert codec.encode_struct_parts(prog, body(False)) == [inline]
+    finally:
+        for p in with_regions.responses[0].partitions:
+            if isinstance(p.records, FileRegion):
+                p.records.close()

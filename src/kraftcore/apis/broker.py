@@ -63,6 +63,47 @@ def _partition(facade, topic, index):
     return replicas.get(topic, index)
 
 
+# ------------------------------------------------------------------------------ leader hints
+
+_MOVED = (_E.NOT_LEADER_OR_FOLLOWER, _E.FENCED_LEADER_EPOCH)
+
+
+class _LeaderHints:
+    """KIP-951: a Produce or Fetch refused because the leader moved carries the current
+    leader and epoch from this broker's image (CurrentLeader), and the answer lists the
+    endpoints of those leaders (NodeEndpoints), so a client goes there without a Metadata
+    round trip."""
+
+    def __init__(self, cls, image, by_id):
+        self.cls = cls
+        self.image = image
+        self.by_id = by_id  # topics are keyed by id (v13+), else by name
+        self.leaders = set()
+
+    def current_leader(self, topic, index, code):
+        """The CurrentLeader for a refusal with `code`, or None (not a moved leader)."""
+        if code not in _MOVED:
+            return None
+        image = self.image
+        t = image.topics.get(topic) if self.by_id else image.topic(topic)
+        p = t.partitions.get(index) if t is not None else None
+        if p is None:
+            return None
+        if p.leader >= 0:
+            self.leaders.add(p.leader)
+        return self.cls.LeaderIdAndEpoch(leader_id=p.leader, leader_epoch=p.leader_epoch)
+
+    def node_endpoints(self):
+        out = []
+        for node_id in sorted(self.leaders):
+            broker = self.image.brokers.get(node_id)
+            if broker is not None and broker.end_points:
+                ep = broker.end_points[0]
+                out.append(self.cls.NodeEndpoint(node_id=node_id, host=ep.host, port=ep.port,
+                                                 rack=broker.rack))
+        return out
+
+
 # ------------------------------------------------------------------------------ waiting
 
 async def _wait_for(facade, partitions, ready, timeout_ms):
@@ -98,12 +139,12 @@ async def produce(facade, version, body):
         results = {(t.name, p.index): (_E.INVALID_REQUIRED_ACKS,
                                        f"acks must be 0, 1 or -1 (all), got {acks}")
                    for t in body.topic_data for p in t.partition_data}
-        return _produce_response(cls, version, body, results)
+        return _produce_response(cls, version, body, results, facade)
     if body.transactional_id is not None:
         results = {(t.name, p.index): (_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                        "transactions are not supported")
                    for t in body.topic_data for p in t.partition_data}
-        return _produce_response(cls, version, body, results)
+        return _produce_response(cls, version, body, results, facade)
     results, waiting = {}, []
     for t in body.topic_data:
         topic = t.name if version < 13 else t.topic_id
@@ -141,11 +182,12 @@ async def produce(facade, version, body):
                 results[key] = (_E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
                                 f"{partition.name}: written, but the ISR shrank below "
                                 "min.insync.replicas")
-    return _produce_response(cls, version, body, results)
+    return _produce_response(cls, version, body, results, facade)
 
 
-def _produce_response(cls, version, body, results):
+def _produce_response(cls, version, body, results, facade):
     topics = []
+    hints = _LeaderHints(cls, facade.image, version >= 13)
     for t in body.topic_data:
         parts = []
         for p in t.partition_data:
@@ -159,14 +201,22 @@ def _produce_response(cls, version, body, results):
                     r.log_append_time_ms = result[4]
                 if version >= 5:
                     r.log_start_offset = result[3].log.log_start_offset
-            elif version >= 8:
-                r.error_message = result[1]
+            else:
+                if version >= 8:
+                    r.error_message = result[1]
+                if version >= 10:
+                    leader = hints.current_leader(key[0], p.index, result[0])
+                    if leader is not None:
+                        r.current_leader = leader
             parts.append(r)
         if version >= 13:
             topics.append(cls.TopicProduceResponse(topic_id=t.topic_id, partition_responses=parts))
         else:
             topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=parts))
-    return cls(responses=topics, throttle_time_ms=0)
+    response = cls(responses=topics, throttle_time_ms=0)
+    if version >= 10:
+        response.node_endpoints = hints.node_endpoints()
+    return response
 
 
 # ------------------------------------------------------------------------------ Fetch
@@ -219,11 +269,16 @@ async def fetch(facade, version, body):
         total = 0
         bytes_max = body.max_bytes if version >= 3 else 0x7FFFFFFF
         topics, by_key = [], {}
+        hints = _LeaderHints(cls, image, version >= 13)
         for key, name, p, partition in wanted:
             r = cls.PartitionData(partition_index=p.partition, error_code=0,
                                   high_watermark=-1, records=None)
             if isinstance(partition, PartitionError):
                 r.error_code = partition.code
+                if version >= 12:
+                    leader = hints.current_leader(key, p.partition, partition.code)
+                    if leader is not None:
+                        r.current_leader = leader
             else:
                 log = partition.log
                 hw = log.high_watermark
@@ -258,7 +313,10 @@ async def fetch(facade, version, body):
                 by_key[key] = entry
                 topics.append(entry)
             entry.partitions.append(r)
-        return cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total
+        response = cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+        if version >= 16:
+            response.node_endpoints = hints.node_endpoints()
+        return response, total
 
     response, total = build()
     if total < max(1, body.min_bytes) and body.max_wait_ms > 0 and not diverging:
