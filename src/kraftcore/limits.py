@@ -125,6 +125,9 @@ BROKER_LOG_OPENS_PER_TURN_MAX = 32
 # A Fetch answer's records for one partition at least this big go out from the segment file
 # with sendfile (zero-copy) rather than read into memory; smaller ones cost less copied.
 BROKER_FETCH_ZERO_COPY_BYTES_MIN = 32 * 1024
+# At most this many of one Fetch answer's partitions go out zero-copy (each holds a file
+# descriptor until it is sent); the rest are copied.
+BROKER_FETCH_REGIONS_PER_RESPONSE_MAX = 64
 
 # ------------------------------------------------------------------------------ network
 # `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.

@@ -11,7 +11,7 @@ from kraftcore.errors import NotControllerError
 from kraftcore.metadata.image import METADATA_VERSION
 from kraftcore.metadata.records import METADATA_VERSION_LEVELS
 from kraftcore.protocol import framing, messages as m
-from kraftcore.types import Uuid
+from kraftcore.types import FileRegion, Uuid
 
 
 CLUSTER_ID = "kraftcore-cluster"  # ControllerConfig's default
@@ -100,11 +100,28 @@ def call(facade, body, version, correlation_id=7, handle=handle_controller_reque
     frame = framing.encode_request(body, version, correlation_id, client_id="test")
     request = framing.decode_request(frame[4:])
     response = asyncio.run(handle(facade, request))
-    assert type(response) is framing._apis().api(body.api_key).response
+    return through_wire(response, body.api_key, version, correlation_id)
+
+
+def through_wire(response, api_key, version, correlation_id=7):
+    """`response` as a client receives it: encoded (file regions read, as sendfile would
+    send them, and closed) and decoded."""
+    assert type(response) is framing._apis().api(api_key).response
     out = framing.encode_response(response, version, correlation_id)
-    cid, decoded = framing.decode_response(out[4:], body.api_key, version)
+    if isinstance(out, list):
+        out = b"".join(_region_bytes(part) for part in out)
+    cid, decoded = framing.decode_response(out[4:], api_key, version)
     assert cid == correlation_id
     return decoded
+
+
+def _region_bytes(part):
+    if not isinstance(part, FileRegion):
+        return part
+    try:
+        return part.read()
+    finally:
+        part.close()
 
 
 def versions(cls):

@@ -15,7 +15,7 @@ from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
 from kraftcore.protocol import framing, messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
 
-from tests.apis.helpers import call, create_topics
+from tests.apis.helpers import call, create_topics, through_wire
 
 PRODUCE_V, FETCH_V, LIST_V, EPOCH_V = 9, 12, 7, 4
 
@@ -30,6 +30,8 @@ class DataFacade:
         self.replicas = ReplicaManager(broker_id, [str(directory)], ReplicaConfig(
             log_settings=(("fsync", "never"),), **config), clock=lambda: self.now)
         self.now = 1_000_000
+        # every read goes out as a file region (zero-copy), as a node's large reads do
+        self.fetch_region_bytes_min = 1
 
     @property
     def image(self):
@@ -51,7 +53,8 @@ def answer(facade, body, version):
 
 async def answer_async(facade, body, version):
     frame = framing.encode_request(body, version, 7, client_id="test")
-    return await handle_broker_request(facade, framing.decode_request(frame[4:]))
+    response = await handle_broker_request(facade, framing.decode_request(frame[4:]))
+    return None if response is None else through_wire(response, body.api_key, version)
 
 
 def produce(topic, partition, values, acks=-1, timeout_ms=1000, batch=None):
@@ -269,6 +272,33 @@ def test_a_refusal_because_the_leader_moved_names_the_current_leader(broker):
     # other refusals carry none
     response = answer(broker, fetch("nope", 0, 0), FETCH_V)
     assert response.responses[0].partitions[0].current_leader.leader_id == -1
+
+
+def test_one_fetch_answer_holds_at_most_so_many_file_regions(broker, monkeypatch):
+    """Each zero-copy partition holds a file descriptor until it is sent: past
+    `limits.BROKER_FETCH_REGIONS_PER_RESPONSE_MAX` (2 here) the reads are copied, and the
+    client gets the same records either way."""
+    import kraftcore.apis.broker as handlers
+    from kraftcore.types import FileRegion
+
+    call(broker.quorum, create_topics(("w", -1, -1, {i: [1] for i in range(3)})), 7)
+    broker.sync()
+    for i in range(3):
+        assert one(answer(broker, produce("w", i, [b"w%d" % i], acks=1), PRODUCE_V)).error_code == 0
+    monkeypatch.setattr(handlers, "_REGIONS_MAX", 2)
+    request = fetch("w", 0, 0)
+    request.topics[0].partitions = [m.FetchRequest.FetchPartition(
+        partition=i, fetch_offset=0, partition_max_bytes=1 << 20) for i in range(3)]
+    frame = framing.encode_request(request, FETCH_V, 7, client_id="test")
+    response = asyncio.run(handle_broker_request(broker, framing.decode_request(frame[4:])))
+    kinds = [isinstance(p.records, FileRegion) for p in response.responses[0].partitions]
+    assert kinds == [True, True, False]
+    for p in response.responses[0].partitions:
+        if isinstance(p.records, FileRegion):
+            p.records.close()
+    decoded = answer(broker, request, FETCH_V)
+    assert [[r.value for b in codec.decode_batches(p.records) for r in b.records]
+            for p in decoded.responses[0].partitions] == [[b"w0"], [b"w1"], [b"w2"]]
 
 
 def test_a_fetch_outside_the_log_is_offset_out_of_range(broker):

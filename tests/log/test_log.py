@@ -638,3 +638,29 @@ def test_reads_and_regions_match_a_reference_over_segments_and_index_jumps(tmp_p
                 assert len(region.records) == 0 and not isinstance(region.records, FileRegion)
     finally:
         log.close()
+
+
+def test_a_read_out_of_file_descriptors_is_copied_instead(open_log, monkeypatch):
+    """A region needs a descriptor of its own: with none left (EMFILE) the read is copied,
+    not failed; another OSError is the storage's failure."""
+    import errno
+
+    import kraftcore.log.log as log_module
+
+    log = open_log()
+    log.append(values(50))
+    expected = bytes(log.read(0).records)
+
+    def no_descriptors(fd):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(log_module.os, "dup", no_descriptors)
+    result = log.read(0, region_bytes_min=1)
+    assert isinstance(result.records, memoryview) and bytes(result.records) == expected
+
+    def broken(fd):
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(log_module.os, "dup", broken)
+    with pytest.raises(StorageError, match="I/O error"):
+        log.read(0, region_bytes_min=1)

@@ -18,7 +18,8 @@ dispatch table and its handlers. The node process plugs it into its broker liste
   the active controller when it is used up).
 * `fetch_region_bytes_min` (optional): Fetch answers carry a partition's records of at
   least that many bytes as a `kraftcore.types.FileRegion` of the segment file, which the
-  listener sends with `sendfile`; without it every read is copied into memory.
+  listener sends with `sendfile` (at most `limits.BROKER_FETCH_REGIONS_PER_RESPONSE_MAX`
+  per answer: each holds a descriptor); without it every read is copied into memory.
 
 | API (key) | versions | answer |
 |---|---|---|
@@ -41,6 +42,7 @@ import asyncio
 from kraftcore.apis.dispatch import request_handler
 from kraftcore.apis.reads import describe_cluster, describe_configs, metadata
 from kraftcore.broker.partition import PartitionError
+from kraftcore.limits import BROKER_FETCH_REGIONS_PER_RESPONSE_MAX
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import FileRegion
@@ -66,6 +68,7 @@ def _partition(facade, topic, index):
 # ------------------------------------------------------------------------------ leader hints
 
 _MOVED = (_E.NOT_LEADER_OR_FOLLOWER, _E.FENCED_LEADER_EPOCH)
+_REGIONS_MAX = BROKER_FETCH_REGIONS_PER_RESPONSE_MAX
 
 
 class _LeaderHints:
@@ -266,7 +269,7 @@ async def fetch(facade, version, body):
     region_bytes_min = getattr(facade, "fetch_region_bytes_min", None)
 
     def build():
-        total = 0
+        total = regions = 0
         bytes_max = body.max_bytes if version >= 3 else 0x7FFFFFFF
         topics, by_key = [], {}
         hints = _LeaderHints(cls, image, version >= 13)
@@ -295,11 +298,13 @@ async def fetch(facade, version, body):
                         if limit <= 0:
                             r.records = b""
                         else:
-                            read = partition.read(p.fetch_offset, limit,
-                                                  committed=not follower,
-                                                  region_bytes_min=region_bytes_min)
+                            read = partition.read(
+                                p.fetch_offset, limit, committed=not follower,
+                                region_bytes_min=region_bytes_min if regions < _REGIONS_MAX
+                                else None)
                             r.records = read.records
                             total += len(read.records)
+                            regions += isinstance(read.records, FileRegion)
                     except PartitionError as exc:
                         r.error_code = exc.code
                         r.high_watermark = -1

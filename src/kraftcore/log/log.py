@@ -38,6 +38,7 @@ fsyncs run outside it so appends continue while a sync is in flight.
 
 import bisect
 import dataclasses
+import errno
 import fcntl
 import itertools
 import json
@@ -163,6 +164,17 @@ def _held(segments):
     if not runs:
         return "no offsets"
     return "offsets " + ", ".join(f"[{start}, {end})" for start, end in runs)
+
+
+def _dup_unless_out_of_descriptors(fd):
+    """A new descriptor of `fd`'s file, or -1 when the process or the system has none left
+    (a read then copies instead: a busy broker is not a failed disk)."""
+    try:
+        return os.dup(fd)
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            return -1
+        raise
 
 
 def _storage_error(exc, doing):
@@ -1162,9 +1174,9 @@ class Log:
                             break
                     if not length:
                         first = next_offset = offset
-                    elif region_bytes_min is not None and length >= region_bytes_min:
-                        records = FileRegion(os.fdopen(os.dup(segment.log_fd), "rb", 0),
-                                             position, length)
+                    elif region_bytes_min is not None and length >= region_bytes_min \
+                            and (fd := _dup_unless_out_of_descriptors(segment.log_fd)) >= 0:
+                        records = FileRegion(os.fdopen(fd, "rb", 0), position, length)
                     else:
                         records = memoryview(segment.read_bytes(position, length))
                 except OSError as exc:
