@@ -157,6 +157,26 @@ def test_decoder_returns_whole_frames_however_the_bytes_arrive(payloads, data):
     assert decoder.buffered_bytes == 0
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([10, 65535, 65536, 200_000]), min_size=1, max_size=4),
+       st.data())
+def test_large_frames_are_handed_over_and_the_stream_goes_on(sizes, data):
+    """A large frame that is all the decoder holds comes out as a view of its buffer (not
+    a copy); the frames after it, and the stream positions in errors, are unchanged."""
+    payloads = [bytes([i]) * n for i, n in enumerate(sizes)]
+    stream = _frames(payloads)
+    step = data.draw(st.sampled_from([1000, 65536, 262144, len(stream)]))
+    decoder = FrameDecoder(frame_bytes_max=1 << 20)
+    got = []
+    for start in range(0, len(stream), step):
+        got += decoder.feed(stream[start:start + step])
+    assert [bytes(f) for f in got] == payloads
+    assert decoder.buffered_bytes == 0
+    with pytest.raises(ProtocolError) as info:
+        decoder.feed(struct.pack(">i", -1))
+    assert info.value.position == len(stream)
+
+
 def test_decoder_waits_for_partial_frames():
     decoder = FrameDecoder()
     stream = _frames([b"abc", b"defg"])

@@ -37,6 +37,7 @@ ResponseHeader = message("ResponseHeader", kind="header", valid="0-1", flexible=
 ])
 
 _SIZE = struct.Struct(">i")
+_HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN  # the same size as the listener's
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 
@@ -181,7 +182,9 @@ def unsupported_api_versions_response(correlation_id, api_keys=None):
 
 class FrameDecoder:
     """Splits a byte stream into frames: `feed(data)` returns the whole frames (payloads
-    without their size prefix, as bytes) completed by `data`; a partial frame waits for more.
+    without their size prefix) completed by `data`; a partial frame waits for more. A frame
+    is bytes, or, when one large frame is all the decoder holds, a read-only-by-contract
+    memoryview of the buffer it was gathered in (handed over rather than copied).
 
     A negative size or one above `frame_bytes_max` raises `ProtocolError` naming the stream
     position; the stream cannot be resynchronised after that, so every later `feed` raises
@@ -215,7 +218,14 @@ class FrameDecoder:
                 raise ProtocolError(*self._error)
             if len(buf) - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4:pos + 4 + size]))
+            if pos == 0 and 4 + size == len(buf) and size >= _HANDOVER_BYTES:
+                # One large frame fills the buffer: it is handed over, not copied (the
+                # decoder starts a new buffer).
+                self._buffer = bytearray()
+                self._consumed += len(buf)
+                frames.append(memoryview(buf)[4:])
+                return frames
+            frames.append(bytes(memoryview(buf)[pos + 4:pos + 4 + size]))
             pos += 4 + size
         if pos:
             del buf[:pos]
