@@ -175,7 +175,7 @@ class Struct:
 class Message(Struct):
     """A top-level message: a request, a response, a header or a metadata record."""
 
-    __slots__ = ("_version", "_sealed")
+    __slots__ = ("_version",)
     api_key = None
     kind = None
     valid_versions = (0, 0)
@@ -215,22 +215,11 @@ class Message(Struct):
     def encode_parts(self, version):
         """This message's body at `version` as a list of parts: bytes, and the
         `kraftcore.types.FileRegion`s its records fields hold, in wire order (one bytes
-        when it holds none). After `seal(version)`, the parts it made (once)."""
+        when it holds none)."""
         from kraftcore import codec
 
-        sealed = getattr(self, "_sealed", None)
-        if sealed is not None and sealed[0] == version:
-            self._sealed = None
-            return sealed[1]
         self.check_version(version)
         return codec.encode_struct_parts(self.program(version), self)
-
-    def seal(self, version):
-        """Encode now (raising `EncodeError` if this message does not encode at `version`)
-        and keep the parts for the next `encode_parts(version)`: a response checked by its
-        handler is encoded once. The message must not change in between."""
-        self._sealed = None
-        self._sealed = (version, self.encode_parts(version))
 
     @classmethod
     def decode(cls, buffer, version):
