@@ -1,6 +1,11 @@
 """Record batch v2 benchmarks: kraftcore (native and pure Python) against kafka-python and
 aiokafka, all measured in the same run on the same 1000-record data set (conftest.py).
 
+The users' paths (a timestamp per record, headers, every key and value read) are timed
+with kraftcore-c's and aiokafka's rounds interleaved (interleave.py): this machine's speed
+drifts by up to 2x within a run, and two peers timed one after the other gave ratios
+that moved by 1.7x from run to run.
+
 Each peer is a factory returning the zero-argument callable that is timed, so the plain
 tests at the bottom check exactly the calls that the benchmarks time: every encoder
 produces a complete batch of the same records, every decoder returns the same records, and
@@ -8,8 +13,10 @@ every validator rejects a corrupted batch.
 """
 
 import importlib
+import time
 
 import pytest
+from interleave import REPLAY, interleaved
 
 from kraftcore import codec
 
@@ -87,6 +94,50 @@ def encode_peer(name, batch_module, codec_module, lz4_hint):
     return factory
 
 
+def encode_kraftcore_full(name, headers):
+    """kraftcore's encoder given what a producer has: a timestamp per record (and headers)."""
+
+    def factory(data):
+        encode = _kernels(name).records.encode_batch
+        hs = data.headers if headers else None
+
+        def run():
+            return encode(data.values, keys=data.keys, timestamps=data.timestamps, headers=hs)
+
+        return run
+
+    return factory
+
+
+def encode_peer_full(name, batch_module, codec_module, lz4_hint, headers):
+    def factory(data):
+        Builder = _peer_module(name, batch_module, codec_module, lz4_hint, False).DefaultRecordBatchBuilder
+        rows = list(zip(data.timestamps, data.keys, data.values,
+                        data.headers if headers else [[] for _ in data.values]))
+
+        def run():
+            builder = Builder(2, CODEC_NONE, 0, -1, -1, -1, NO_LIMIT)
+            for i, (ts, k, v, h) in enumerate(rows):
+                builder.append(i, ts, k, v, h)
+            return builder.build()
+
+        return run
+
+    return factory
+
+
+def full_encoders(headers):
+    return {
+        "kraftcore-c": encode_kraftcore_full("c", headers),
+        "kraftcore-py": encode_kraftcore_full("py", headers),
+        "kafka-python": encode_peer_full(*PEERS["kafka-python"], headers),
+        "aiokafka": encode_peer_full(*PEERS["aiokafka"], headers),
+    }
+
+
+ENCODERS_TIMESTAMPS = full_encoders(headers=False)
+ENCODERS_HEADERS = full_encoders(headers=True)
+
 ENCODERS = {
     "kraftcore-c": encode_kraftcore("c"),
     "kraftcore-py": encode_kraftcore("py"),
@@ -143,6 +194,14 @@ def with_read(decode):
     def run():
         records = decode()
         return [(r.key, r.value) for r in records]
+
+    return run
+
+
+def with_read_headers(decode):
+    def run():
+        records = decode()
+        return [(r.key, r.value, r.headers) for r in records]
 
     return run
 
@@ -205,6 +264,80 @@ def test_encode_1000(benchmark, dataset, peer):
     _describe(benchmark, peer, len(dataset.values), len(batch))
 
 
+# The users' paths: kraftcore-c and aiokafka interleaved, the slow peers timed alone.
+PAIRED = ("kraftcore-c", "aiokafka")
+PAIRED_ROUNDS = 30
+PAIRED_CALLS = 20  # calls per timed round (a round takes 1-15 ms)
+_PAIRED_TIMES = {}  # group -> {peer: [seconds per call, one per round]}
+
+
+def _paired_times(group, runs):
+    """Per-call times of `runs` ({peer: run}), their rounds interleaved; made once a group."""
+    if group not in _PAIRED_TIMES:
+        def timed(run):
+            def one():
+                start = time.perf_counter()
+                for _ in range(PAIRED_CALLS):
+                    run()
+                return (time.perf_counter() - start) / PAIRED_CALLS
+            return one
+
+        for run in runs.values():  # warm-up
+            run()
+        _PAIRED_TIMES[group] = interleaved({p: timed(r) for p, r in runs.items()},
+                                           PAIRED_ROUNDS)
+    return _PAIRED_TIMES[group]
+
+
+def measure_users_path(benchmark, group, peer, runs):
+    """`runs[peer]` measured: interleaved with the other paired peer, or alone (slow)."""
+    if peer not in PAIRED:
+        return measure(benchmark, peer, runs[peer])
+    REPLAY.replay(benchmark, _paired_times(group, {p: runs[p] for p in PAIRED})[peer])
+    return runs[peer]()
+
+
+SLOW = ("kraftcore-py", "kafka-python")  # timed alone: ~20 ms a call
+
+
+def _encode_users_path(benchmark, group, encoders, data, peer):
+    runs = {p: encoders[p](data) for p in (PAIRED if peer in PAIRED else (peer,))}
+    batch = measure_users_path(benchmark, group, peer, runs)
+    _describe(benchmark, peer, len(data.values), len(batch))
+
+
+def _decode_users_path(benchmark, group, read, buf, peer):
+    runs = {p: read(DECODERS[p](buf, lz4=False)) for p in (PAIRED if peer in PAIRED else (peer,))}
+    rows = measure_users_path(benchmark, group, peer, runs)
+    _describe(benchmark, peer, len(rows), len(buf))
+
+
+@pytest.mark.benchmark(group="encode-1000-timestamps", timer=REPLAY)
+@pytest.mark.parametrize("peer", PAIRED)
+def test_encode_1000_timestamps_paired(benchmark, full_dataset, peer):
+    _encode_users_path(benchmark, "encode-1000-timestamps", ENCODERS_TIMESTAMPS, full_dataset,
+                       peer)
+
+
+@pytest.mark.benchmark(group="encode-1000-timestamps")
+@pytest.mark.parametrize("peer", SLOW)
+def test_encode_1000_timestamps(benchmark, full_dataset, peer):
+    _encode_users_path(benchmark, "encode-1000-timestamps", ENCODERS_TIMESTAMPS, full_dataset,
+                       peer)
+
+
+@pytest.mark.benchmark(group="encode-1000-headers", timer=REPLAY)
+@pytest.mark.parametrize("peer", PAIRED)
+def test_encode_1000_headers_paired(benchmark, full_dataset, peer):
+    _encode_users_path(benchmark, "encode-1000-headers", ENCODERS_HEADERS, full_dataset, peer)
+
+
+@pytest.mark.benchmark(group="encode-1000-headers")
+@pytest.mark.parametrize("peer", SLOW)
+def test_encode_1000_headers(benchmark, full_dataset, peer):
+    _encode_users_path(benchmark, "encode-1000-headers", ENCODERS_HEADERS, full_dataset, peer)
+
+
 @pytest.mark.benchmark(group="encode-1000-lz4")
 @pytest.mark.parametrize("peer", list(ENCODERS))
 def test_encode_1000_lz4(benchmark, dataset, peer):
@@ -221,12 +354,30 @@ def test_decode_validate_1000(benchmark, batch_1000, peer):
     _describe(benchmark, peer, len(records), len(batch_1000))
 
 
+@pytest.mark.benchmark(group="decode-validate-read-1000", timer=REPLAY)
+@pytest.mark.parametrize("peer", PAIRED)
+def test_decode_validate_read_1000_paired(benchmark, batch_1000, peer):
+    _decode_users_path(benchmark, "decode-validate-read-1000", with_read, batch_1000, peer)
+
+
 @pytest.mark.benchmark(group="decode-validate-read-1000")
-@pytest.mark.parametrize("peer", list(DECODERS))
+@pytest.mark.parametrize("peer", SLOW)
 def test_decode_validate_read_1000(benchmark, batch_1000, peer):
-    run = with_read(DECODERS[peer](batch_1000, lz4=False))
-    pairs = measure(benchmark, peer, run)
-    _describe(benchmark, peer, len(pairs), len(batch_1000))
+    _decode_users_path(benchmark, "decode-validate-read-1000", with_read, batch_1000, peer)
+
+
+@pytest.mark.benchmark(group="decode-validate-read-1000-headers", timer=REPLAY)
+@pytest.mark.parametrize("peer", PAIRED)
+def test_decode_validate_read_1000_headers_paired(benchmark, batch_1000_headers, peer):
+    _decode_users_path(benchmark, "decode-validate-read-1000-headers", with_read_headers,
+                       batch_1000_headers, peer)
+
+
+@pytest.mark.benchmark(group="decode-validate-read-1000-headers")
+@pytest.mark.parametrize("peer", SLOW)
+def test_decode_validate_read_1000_headers(benchmark, batch_1000_headers, peer):
+    _decode_users_path(benchmark, "decode-validate-read-1000-headers", with_read_headers,
+                       batch_1000_headers, peer)
 
 
 @pytest.mark.benchmark(group="decode-validate-1000-lz4")
@@ -287,6 +438,33 @@ def test_lz4_encoders_write_compressed_batches_of_the_same_records(
     assert {r.timestamp for r in batch.records} == {dataset.timestamp}
     if peer.startswith("kraftcore"):
         assert out == batch_1000_lz4
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["timestamps", "headers"])
+@pytest.mark.parametrize("peer", list(ENCODERS_TIMESTAMPS))
+def test_encoders_of_the_users_path_write_the_reference_batch(full_dataset, batch_1000_headers,
+                                                              peer, headers):
+    """With a timestamp per record (and headers), every encoder writes the same records:
+    decoded by the reference decoder, they are the data set's."""
+    decode_batches = _kernels("py").records.decode_batches
+    encoders = ENCODERS_HEADERS if headers else ENCODERS_TIMESTAMPS
+    out = bytes(encoders[peer](full_dataset)())
+    (batch,) = decode_batches(out, verify=True)
+    got = [(r.timestamp, r.key, r.value, [list(h) for h in r.headers]) for r in batch.records]
+    d = full_dataset
+    want = [(t, k, v, [list(x) for x in h] if headers else [])
+            for t, k, v, h in zip(d.timestamps, d.keys, d.values, d.headers)]
+    assert got == want
+    if headers and peer != "kafka-python":
+        assert out == batch_1000_headers
+
+
+@pytest.mark.parametrize("peer", list(DECODERS))
+def test_decoders_read_headers_alike(full_dataset, batch_1000_headers, peer):
+    rows = with_read_headers(DECODERS[peer](batch_1000_headers, lz4=False))()
+    assert [(k, v, [(hk, bytes(hv)) for hk, hv in h]) for k, v, h in rows] == \
+        [(k, v, [tuple(x) for x in h]) for k, v, h in
+         zip(full_dataset.keys, full_dataset.values, full_dataset.headers)]
 
 
 @pytest.mark.parametrize("lz4", [False, True], ids=["none", "lz4"])

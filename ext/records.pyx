@@ -10,7 +10,9 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytes cimport (PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE,
                             PyBytes_FromStringAndSize)
-from cpython.long cimport PyLong_Check, PyLong_AsLongLong
+from cpython.long cimport PyLong_Check
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.bool cimport PyBool_Check
 from cpython.sequence cimport PySequence_Fast_GET_SIZE, PySequence_Fast_GET_ITEM
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
@@ -35,6 +37,7 @@ cdef extern from "kc_varint.h":
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
     object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
 
 kc_crc32c_init()
@@ -288,24 +291,58 @@ cdef int _check_crc(const uint8_t *data, RecordBatch b) except -1:
     return 0
 
 
-cdef tuple _read_headers(const uint8_t *data, Py_ssize_t *pp, Py_ssize_t rec_end, int32_t count):
-    """Parse `count` headers at *pp (bounded by rec_end); advances *pp."""
+cdef enum:
+    HEADER_KEYS_KEPT = 8
+
+
+@cython.final
+cdef class _HeaderKeys:
+    """The header keys of the last record, by position: records of a batch mostly repeat
+    their header keys, and a key whose bytes match the one at its position last time is the
+    same `str` (no new decode)."""
+    cdef list keys
+    cdef const uint8_t *raw[HEADER_KEYS_KEPT]
+    cdef int32_t lens[HEADER_KEYS_KEPT]
+
+    def __cinit__(self):
+        cdef int i
+        self.keys = [None] * HEADER_KEYS_KEPT
+        for i in range(HEADER_KEYS_KEPT):
+            self.raw[i] = NULL
+            self.lens[i] = -1
+
+    cdef object get(self, int i, const uint8_t *raw, int32_t n, Py_ssize_t pos):
+        if i < HEADER_KEYS_KEPT and self.lens[i] == n and memcmp(self.raw[i], raw, n) == 0:
+            return self.keys[i]
+        try:
+            key = PyUnicode_DecodeUTF8(<const char *>raw, n, NULL)
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not valid UTF-8", pos) from None
+        if i < HEADER_KEYS_KEPT:
+            self.keys[i] = key
+            self.raw[i] = raw
+            self.lens[i] = n
+        return key
+
+
+cdef tuple _read_headers(const uint8_t *data, Py_ssize_t *pp, Py_ssize_t rec_end, int32_t count,
+                         _HeaderKeys known):
+    """Parse `count` headers at *pp (bounded by rec_end); advances *pp. `known`: the keys
+    of the batch's previous record (its raw bytes live as long as `data`)."""
     cdef Py_ssize_t p = pp[0]
     cdef const uint8_t *lim = data + rec_end
     cdef int32_t klen, vlen
     cdef int n
-    cdef list pairs = []
-    for _ in range(count):
+    cdef tuple pairs = PyTuple_New(count)
+    cdef int32_t h
+    for h in range(count):
         n = kc_read_varint32(data + p, lim, &klen)
         if n <= 0:
             raise _varint_error(n, "header key length", p)
         p += n
         if klen < 0 or klen > rec_end - p:
             raise CorruptRecordError(f"header key length {klen} is invalid", p)
-        try:
-            hkey = PyUnicode_DecodeUTF8(<const char *>data + p, klen, NULL)
-        except UnicodeDecodeError:
-            raise CorruptRecordError("header key is not valid UTF-8", p) from None
+        hkey = known.get(h, data + p, klen, p)
         p += klen
         n = kc_read_varint32(data + p, lim, &vlen)
         if n <= 0:
@@ -314,12 +351,14 @@ cdef tuple _read_headers(const uint8_t *data, Py_ssize_t *pp, Py_ssize_t rec_end
         if vlen < -1 or vlen > rec_end - p:
             raise CorruptRecordError(f"header value length {vlen} is invalid", p)
         if vlen < 0:
-            pairs.append((hkey, None))
+            pair = (hkey, None)
         else:
-            pairs.append((hkey, PyBytes_FromStringAndSize(<const char *>data + p, vlen)))
+            pair = (hkey, PyBytes_FromStringAndSize(<const char *>data + p, vlen))
             p += vlen
+        Py_INCREF(pair)
+        PyTuple_SET_ITEM(pairs, h, pair)
     pp[0] = p
-    return tuple(pairs)
+    return pairs
 
 
 cdef inline int _read_varint32(const uint8_t *p, const uint8_t *end, int32_t *out) noexcept nogil:
@@ -590,6 +629,7 @@ cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssi
     cdef list records = [] if build else None
     cdef Record rec
     cdef tuple hdrs
+    cdef _HeaderKeys known = None
     cdef object owner = b._owner
     cdef int32_t i
     if count > (end - p) // RECORD_BYTES_MIN:
@@ -643,7 +683,12 @@ cdef list _walk_records(RecordBatch b, const uint8_t *data, Py_ssize_t p, Py_ssi
         p += n
         if hcount < 0 or hcount > (rec_end - p) // 2:
             raise CorruptRecordError(f"headers count {hcount} is invalid", p)
-        hdrs = _read_headers(data, &p, rec_end, hcount) if hcount else NO_HEADERS
+        if hcount:
+            if known is None:
+                known = _HeaderKeys()
+            hdrs = _read_headers(data, &p, rec_end, hcount, known)
+        else:
+            hdrs = NO_HEADERS
         if p != rec_end:
             raise CorruptRecordError(
                 f"record declares {length} bytes but its fields use {p - (rec_end - length)}",
@@ -789,7 +834,8 @@ def validate_batches(buffer):
 # ------------------------------------------------------------------------------ encode
 
 cdef Py_ssize_t _length_of(object obj, str name, Py_ssize_t i) except -2:
-    """Byte length of a key/value/header value, -1 for None; TypeError if not bytes-like."""
+    """Byte length of a key/value/header value, -1 for None; TypeError if not bytes-like.
+    `name` is the column ("keys", "values"), or "headers" for a header value."""
     cdef Py_buffer view
     if obj is None:
         return -1
@@ -798,7 +844,8 @@ cdef Py_ssize_t _length_of(object obj, str name, Py_ssize_t i) except -2:
     try:
         PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE)
     except (TypeError, BufferError):
-        raise TypeError(f"{name}[{i}] must be bytes-like or None, not {type(obj).__name__}") from None
+        what = f"headers[{i}] value" if name == "headers" else f"{name}[{i}]"
+        raise TypeError(f"{what} must be bytes-like or None, not {type(obj).__name__}") from None
     cdef Py_ssize_t n = view.len
     PyBuffer_Release(&view)
     return n
@@ -856,25 +903,38 @@ cdef Py_ssize_t _headers_size(object pairs, Py_ssize_t i, list snapshots) except
     if pairs is None:
         snapshots.append(None)
         return 1
-    seq = _fast(pairs, f"headers[{i}]")
+    if type(pairs) is tuple:
+        seq = pairs
+    else:
+        try:
+            seq = tuple(pairs)
+        except TypeError:
+            raise TypeError(f"headers[{i}] must be a sequence, not {type(pairs).__name__}") from None
     cdef Py_ssize_t count = len(seq)
     if count > INT32_MAX:
         raise ValueError(f"headers[{i}] has too many headers")
     size = kc_size_varint32(<int32_t>count)
-    snap = []
-    for pair in seq:
+    cdef list snap = None  # made only when a pair is not a 2-tuple (which cannot change)
+    cdef Py_ssize_t j
+    for j in range(count):
+        pair = (<tuple>seq)[j]
+        if type(pair) is not tuple or len(<tuple>pair) != 2:
+            if snap is None:
+                snap = list((<tuple>seq)[:j])
+            pair = tuple(pair)  # (a list pair, say) a snapshot that cannot change
         header_key, header_value = pair
         if not PyUnicode_Check(header_key):
             raise TypeError(f"headers[{i}] keys must be str, not {type(header_key).__name__}")
         PyUnicode_AsUTF8AndSize(header_key, &klen)
-        vlen = _length_of(header_value, f"headers[{i}] value", i)
+        vlen = _length_of(header_value, "headers", i)
         size += _sized(klen) + klen + _sized(vlen) + (vlen if vlen > 0 else 0)
-        snap.append((header_key, header_value))
-    snapshots.append(snap)
+        if snap is not None:
+            snap.append(pair)
+    snapshots.append(seq if snap is None else snap)
     return size
 
 
-cdef uint8_t *_put_headers(uint8_t *out, list pairs, const uint8_t *limit) except NULL:
+cdef uint8_t *_put_headers(uint8_t *out, object pairs, const uint8_t *limit) except NULL:
     cdef Py_ssize_t klen
     cdef const char *kptr
     if pairs is None:
@@ -946,6 +1006,7 @@ def encode_batch(
     cdef int64_t base_ts = timestamp
     cdef int64_t max_ts = timestamp
     cdef int64_t ts
+    cdef int overflow = 0
     cdef int64_t *deltas = NULL
     cdef int32_t *sizes = <int32_t *>malloc(count * sizeof(int32_t))
     if sizes == NULL:
@@ -965,9 +1026,9 @@ def encode_batch(
                 item = <object>PySequence_Fast_GET_ITEM(tss, i)
                 if not PyLong_Check(item) or PyBool_Check(item):
                     raise TypeError(f"timestamps[{i}] must be an int, not {type(item).__name__}")
-                if not INT64_MIN <= item <= INT64_MAX:
+                deltas[i] = PyLong_AsLongLongAndOverflow(item, &overflow)  # one C call
+                if overflow:
                     raise ValueError(f"timestamps[{i}] out of range [{INT64_MIN}, {INT64_MAX}]: {item}")
-                deltas[i] = PyLong_AsLongLong(item)
             base_ts = deltas[0]
             max_ts = base_ts
             for i in range(count):
@@ -1028,7 +1089,7 @@ def encode_batch(
                 w[0] = 0
                 w += 1
             else:
-                w = _put_headers(w, <list>header_snaps[i], w_end)
+                w = _put_headers(w, header_snaps[i], w_end)
             if w != w_end:
                 raise RuntimeError("a key or value changed size while the batch was being encoded")
     finally:

@@ -129,6 +129,15 @@ def test_generators_are_accepted_as_columns(impl):
     assert raw == impl.records.encode_batch([b"a", b"b"], keys=[b"x", b"y"])
 
 
+def test_headers_as_lists_or_tuples_encode_alike(impl):
+    """A header pair may be any 2-element sequence; the encoder keeps a snapshot of it."""
+    as_tuples = impl.records.encode_batch([b"a", b"b"], headers=[[("k", b"v")], (("x", None),)])
+    as_lists = impl.records.encode_batch([b"a", b"b"], headers=[[["k", b"v"]], [["x", None]]])
+    assert as_tuples == as_lists
+    (batch,) = impl.records.decode_batches(as_lists)
+    assert [r.headers for r in batch.records] == [(("k", b"v"),), (("x", None),)]
+
+
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
@@ -140,6 +149,13 @@ def test_generators_are_accepted_as_columns(impl):
         (dict(values=[b"a"], headers=[[(b"k", b"v")]]), TypeError, "keys must be str"),
         (dict(values=[b"a"], timestamps=["now"]), TypeError, "timestamps\\[0\\]"),
         (dict(values=[b"a"], timestamps=[2**63]), ValueError, "timestamps\\[0\\]"),
+        (dict(values=[b"a", b"b"], timestamps=[0, -(2**63) - 1]), ValueError,
+         "timestamps\\[1\\] out of range"),
+        (dict(values=[b"a"], timestamps=[True]), TypeError, "timestamps\\[0\\] must be an int"),
+        (dict(values=[b"a", b"b"], headers=[[], [("k", "text")]]), TypeError,
+         "headers\\[1\\] value must be bytes-like"),
+        (dict(values=[b"a"], headers=[7]), TypeError, "headers\\[0\\]"),
+        (dict(values=[b"a"], headers=[[("k", b"v", b"w")]]), ValueError, "unpack"),
         (dict(values=[b"a", b"b"], timestamps=[-(2**63), 2**63 - 1]), ValueError, "too far"),
         (dict(values=[b"a"], base_offset=-1), ValueError, "base_offset"),
         (dict(values=[b"a", b"b"], base_offset=2**63 - 1), ValueError, "too many records"),

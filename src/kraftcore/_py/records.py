@@ -223,6 +223,11 @@ def encode_batch(
         _encode_length_prefixed(record, None if keys is None else _bytes_or_none("keys", i, keys[i]))
         _encode_length_prefixed(record, _bytes_or_none("values", i, values[i]))
         pairs = () if headers is None or headers[i] is None else headers[i]
+        try:
+            pairs = tuple(pairs)
+        except TypeError:
+            raise TypeError(
+                f"headers[{i}] must be a sequence, not {type(pairs).__name__}") from None
         record += encode_varint(len(pairs))
         for pair in pairs:
             header_key, header_value = pair
@@ -231,7 +236,12 @@ def encode_batch(
                     f"headers[{i}] keys must be str, not {type(header_key).__name__}"
                 )
             _encode_length_prefixed(record, header_key.encode("utf-8"))
-            _encode_length_prefixed(record, _bytes_or_none(f"headers[{i}] value", i, header_value))
+            try:
+                header_bytes = _bytes_or_none("headers", i, header_value)
+            except TypeError:
+                raise TypeError(f"headers[{i}] value must be bytes-like or None, not "
+                                f"{type(header_value).__name__}") from None
+            _encode_length_prefixed(record, header_bytes)
         if len(record) > _INT32[1]:
             raise ValueError(f"record {i} is larger than an int32 length allows")
         body += encode_varint(len(record))
