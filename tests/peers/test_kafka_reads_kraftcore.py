@@ -154,3 +154,129 @@ def test_kafka_verifies_kraftcores_indexes_and_finds_a_planted_mismatch(jars, pa
     index.write_bytes(raw)
     out = dump_log(jars, "--verify-index-only", "--files", str(index))
     assert f"Index offset: {relative + 1}, log offset: {relative}" in out, out
+
+
+# ------------------------------------------------------------------------------ metadata
+
+
+def _metadata_log(directory):
+    """A `__cluster_metadata` segment of kraftcore's: a LeaderChange control batch, every
+    metadata record type kraftcore knows (one batch each, at its highest version), and
+    realistic topics and partitions. Returns the segment's path."""
+    from kraftcore.metadata import records as R
+    from kraftcore.raft import control as C
+
+    log = Log.open(directory / "__cluster_metadata-0", fsync="never", index_interval_bytes=1)
+    try:
+        voter = C.LeaderChangeMessage.Voter
+        log.append(C.encode_control_batch([C.LeaderChangeMessage(
+            version=0, leader_id=1, voters=[voter(voter_id=1), voter(voter_id=2)],
+            granting_voters=[voter(voter_id=1)])], base_offset=0, leader_epoch=1,
+            timestamp=TS), leader_epoch=1)
+        kinds = sorted(n for n in dir(R) if n.endswith("Record") and isinstance(getattr(R, n), type))
+        assert len(kinds) >= 25
+        for name in kinds:
+            log.append(R.encode_batch([getattr(R, name)()], base_offset=0, leader_epoch=1,
+                                      timestamp=TS), leader_epoch=1)
+        from tests.metadata.test_loader import config, mv, partition, topic
+        from kraftcore.types import Uuid
+
+        topic_id = Uuid(bytes(range(1, 17)))
+        log.append(R.encode_batch([mv(), topic("orders", topic_id), partition(topic_id, 0),
+                                   partition(topic_id, 1), config("retention.ms", "1000")],
+                                  base_offset=0, leader_epoch=2, timestamp=TS + 1),
+                   leader_epoch=2)
+    finally:
+        log.close()
+    return directory / "__cluster_metadata-0" / "00000000000000000000.log"
+
+
+def _snapshot(directory):
+    """A snapshot file of kraftcore's snapshot writer (an image of a topic, partition and
+    config), named as Kafka names it."""
+    from kraftcore.metadata.snapshot import encode_snapshot
+    from tests.metadata.test_loader import _snapshot_image
+
+    image = _snapshot_image()
+    path = directory / f"{image.end_offset:020d}-{image.epoch:010d}.checkpoint"
+    path.write_bytes(encode_snapshot(image, timestamp_ms=TS))
+    return path
+
+
+_CONTROL_NAMES = {"LeaderChange": "LEADER_CHANGE", "SnapshotHeader": "SNAPSHOT_HEADER",
+                  "SnapshotFooter": "SNAPSHOT_FOOTER", "KRaftVersion": "KRAFT_VERSION",
+                  "KRaftVoters": "KRAFT_VOTERS"}
+
+
+def _kafka_metadata_records(text):
+    """[(offset, kind, JSON)] from Kafka's --cluster-metadata-decoder dump: kind is the
+    record type for a metadata record, the control type for a control record."""
+    import json
+
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("| offset:"):
+            continue
+        offset = int(line.split()[2])
+        match = re.search(r" payload: (\{.*\})$", line)
+        if match:
+            payload = json.loads(match.group(1))
+            out.append((offset, payload["type"], payload))
+            continue
+        match = re.search(r" (\w+):? (\{.*\})$", line)  # (SnapshotHeader has no colon)
+        assert match and match.group(1) in _CONTROL_NAMES, line
+        out.append((offset, _CONTROL_NAMES[match.group(1)], json.loads(match.group(2))))
+    return out
+
+
+def _ours_metadata_records(path):
+    import io
+    import json
+
+    from kraftcore.cli import dump_log as ours
+
+    out, err = io.StringIO(), io.StringIO()
+    assert ours.run([str(path)], True, True, out, err) == 0, err.getvalue()
+    rows = []
+    for line in out.getvalue().splitlines():
+        doc = json.loads(line)
+        if "payload" in doc:
+            rows.append((doc["offset"], doc["payload"]["type"], doc["payload"]))
+        elif "controlType" in doc:
+            rows.append((doc["offset"], doc["controlType"], doc["data"]))
+    return rows
+
+
+def _agrees(kafka, ours, where):
+    """Every field Kafka prints is kraftcore's, with the same value; a field only kraftcore
+    prints is a tagged field at its default, which Kafka's JSON leaves out."""
+    if isinstance(kafka, dict):
+        assert isinstance(ours, dict), where
+        for key, value in kafka.items():
+            assert key in ours, f"{where}: kraftcore has no {key}"
+            _agrees(value, ours[key], f"{where}.{key}")
+        for key in ours.keys() - kafka.keys():
+            # (-2: PartitionChangeRecord's "no leader change")
+            assert ours[key] in (None, [], 0, -1, -2), f"{where}: only kraftcore prints {key}"
+    elif isinstance(kafka, list):
+        assert isinstance(ours, list) and len(ours) == len(kafka), where
+        for i, (k, o) in enumerate(zip(kafka, ours)):
+            _agrees(k, o, f"{where}[{i}]")
+    else:
+        assert kafka == ours, f"{where}: Kafka {kafka!r}, kraftcore {ours!r}"
+
+
+@pytest.mark.parametrize("kind", ["segment", "snapshot"])
+def test_kafka_decodes_every_metadata_record_kraftcore_writes(jars, tmp_path, kind):
+    path = _metadata_log(tmp_path) if kind == "segment" else _snapshot(tmp_path)
+    kafka = _kafka_metadata_records(
+        dump_log(jars, "--cluster-metadata-decoder", "--files", str(path)))
+    ours = _ours_metadata_records(path)
+    assert [(o, k) for o, k, _ in kafka] == [(o, k) for o, k, _ in ours]
+    for (offset, kind_, k), (_, _, o) in zip(kafka, ours):
+        _agrees(k, o, f"offset {offset} {kind_}")
+    kinds = {k for _, k, _ in kafka}
+    if kind == "segment":
+        assert len(kinds) >= 26 and "LEADER_CHANGE" in kinds
+    else:
+        assert {"SNAPSHOT_HEADER", "SNAPSHOT_FOOTER", "TOPIC_RECORD"} <= kinds
