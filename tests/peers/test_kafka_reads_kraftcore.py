@@ -266,11 +266,42 @@ def _agrees(kafka, ours, where):
         assert kafka == ours, f"{where}: Kafka {kafka!r}, kraftcore {ours!r}"
 
 
+def _ours_batches(path):
+    import io
+    import json
+
+    from kraftcore.cli import dump_log as ours
+
+    out, err = io.StringIO(), io.StringIO()
+    assert ours.run([str(path)], True, True, out, err) == 0, err.getvalue()
+    return [json.loads(line)["batch"] for line in out.getvalue().splitlines()
+            if line.startswith('{"batch"')]
+
+
+# Kafka's batch line field -> kraftcore's dump-log --json batch field
+_BATCH_FIELDS = {"baseOffset": "baseOffset", "lastOffset": "lastOffset", "count": "count",
+                 "baseSequence": "baseSequence", "lastSequence": "lastSequence",
+                 "producerId": "producerId", "producerEpoch": "producerEpoch",
+                 "partitionLeaderEpoch": "partitionLeaderEpoch",
+                 "isTransactional": "isTransactional", "isControl": "isControl",
+                 "position": "position", "CreateTime": "maxTimestamp", "size": "size",
+                 "magic": "magic", "compresscodec": "compressCodec", "crc": "crc"}
+
+
 @pytest.mark.parametrize("kind", ["segment", "snapshot"])
 def test_kafka_decodes_every_metadata_record_kraftcore_writes(jars, tmp_path, kind):
     path = _metadata_log(tmp_path) if kind == "segment" else _snapshot(tmp_path)
-    kafka = _kafka_metadata_records(
-        dump_log(jars, "--cluster-metadata-decoder", "--files", str(path)))
+    text = dump_log(jars, "--cluster-metadata-decoder", "--files", str(path))
+    kafka_batches = [fields for fields, _ in _kafka_batches(text)]
+    our_batches = _ours_batches(path)
+    assert len(kafka_batches) == len(our_batches) > 0
+    for k, o in zip(kafka_batches, our_batches):
+        assert k["isvalid"] == "true"
+        for kafka_name, our_name in _BATCH_FIELDS.items():
+            value = o[our_name]
+            text_value = str(value).lower() if isinstance(value, bool) else str(value)
+            assert k[kafka_name] == text_value, (kafka_name, k, o)
+    kafka = _kafka_metadata_records(text)
     ours = _ours_metadata_records(path)
     assert [(o, k) for o, k, _ in kafka] == [(o, k) for o, k, _ in ours]
     for (offset, kind_, k), (_, _, o) in zip(kafka, ours):
