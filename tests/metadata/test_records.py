@@ -31,8 +31,10 @@ def _id(case):
 def test_every_record_type_of_kafka_facts_5_2():
     assert sorted(R.RECORD_TYPES) == [k for k in range(28) if k not in (6, 13, 16)]
     versions = {k: cls.valid_versions for k, cls in R.RECORD_TYPES.items()}
-    assert versions[0] == (0, 3) and versions[3] == (0, 2) and versions[5] == (0, 2)
-    assert versions[17] == (0, 2)
+    # RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3 (CordonedLogDirs) are
+    # what Kafka 4.4 writes (tests/peers/test_kraftcore_reads_kafka.py)
+    assert versions[0] == (0, 4) and versions[3] == (0, 2) and versions[5] == (0, 2)
+    assert versions[17] == (0, 3)
     assert all(v == (0, 0) for k, v in versions.items() if k not in (0, 3, 5, 17))
     for api_key, cls in R.RECORD_TYPES.items():
         assert cls.api_key == api_key and cls.kind == "metadata"

@@ -59,7 +59,7 @@ def _endpoints_and_features(role):
     ]
 
 
-RegisterBrokerRecord = _record("RegisterBrokerRecord", 0, "0-3", [
+RegisterBrokerRecord = _record("RegisterBrokerRecord", 0, "0-4", [
     F("BrokerId", "int32"),
     F("IsMigratingZkBroker", "bool", "2+", default=False),
     F("IncarnationId", "uuid"),
@@ -69,6 +69,8 @@ RegisterBrokerRecord = _record("RegisterBrokerRecord", 0, "0-3", [
     F("Fenced", "bool", default=True),
     F("InControlledShutdown", "bool", "1+", default=False),
     F("LogDirs", "[]uuid", "3+", tag=0),
+    # Kafka 4.4 writes v4: the log dirs cordoned on the broker (none: null)
+    F("CordonedLogDirs", "[]uuid", "4+", nullable="4+", tag=1, default=None),
 ])
 
 UnregisterBrokerRecord = _record("UnregisterBrokerRecord", 1, "0", [
@@ -166,12 +168,13 @@ ProducerIdsRecord = _record("ProducerIdsRecord", 15, "0", [
     F("NextProducerId", "int64"),
 ])
 
-BrokerRegistrationChangeRecord = _record("BrokerRegistrationChangeRecord", 17, "0-2", [
+BrokerRegistrationChangeRecord = _record("BrokerRegistrationChangeRecord", 17, "0-3", [
     F("BrokerId", "int32"),
     F("BrokerEpoch", "int64"),
     F("Fenced", "int8", tag=0, default=0),  # 1 fence, 0 no change, -1 unfence
     F("InControlledShutdown", "int8", "1+", tag=1, default=0),  # 1 enter, 0 no change
     F("LogDirs", "[]uuid", "2+", tag=2),
+    F("CordonedLogDirs", "[]uuid", "3+", nullable="3+", tag=3, default=None),
 ])
 
 AccessControlEntryRecord = _record("AccessControlEntryRecord", 18, "0", [
