@@ -119,6 +119,37 @@ def test_the_isr_shrinks_after_the_lag_time_and_grows_back(cluster):
     assert cluster.facade.image.topic("t").partitions[0].isr == [1, 2, 3]
 
 
+def test_a_dropped_follower_comes_back_only_by_fetching(cluster):
+    """min.insync.replicas 3 freezes the high watermark once 3 is dropped: 3's last known
+    offset still equals it, but 3 has stopped fetching (SIGSTOPped, say). It is not taken
+    back on that stale offset — the ISR would flap, and acks=all would wait on a stopped
+    replica instead of failing with NOT_ENOUGH_REPLICAS — only after it fetches again."""
+    call(cluster.facade, create_topics(("m", -1, -1, {0: [1, 2, 3]},
+                                        {"min.insync.replicas": "3"})), 7)
+    cluster.sync()
+    for follower in (2, 3):
+        cluster.replicate(follower)  # t-0, at its (empty) log end: never dropped
+    leader = cluster.brokers[1]
+    data = bytes(codec.encode_batch([b"a"], timestamp=1000))
+    leader.produce("m", 0, data, -1)
+    for follower in (2, 3):
+        cluster.replicate(follower, "m")
+        cluster.replicate(follower, "m")
+    assert leader.get("m", 0).high_watermark == 1
+    leader.produce("m", 0, data, 1)  # acks=1: offset 1 on the leader only
+    cluster.replicate(2, "m")
+    cluster.now += LAG_MS + 1
+    cluster.replicate(2, "m")  # 2 keeps fetching; 3 stopped at offset 1
+    assert cluster.alter_isrs(1) == [[1, 2]]
+    assert leader.get("m", 0).high_watermark == 1  # frozen: the ISR is below min ISR
+    for _ in range(3):
+        cluster.now += 100
+        cluster.replicate(2, "m")
+        assert cluster.alter_isrs(1) == []  # not 3: its offset 1 is stale
+    cluster.replicate(3, "m")  # 3 is back and fetches
+    assert cluster.alter_isrs(1) == [[1, 2, 3]]
+
+
 def test_a_follower_truncates_where_the_new_leaders_log_diverges(cluster):
     produce(cluster, [b"a"])
     for follower in (2, 3):

@@ -107,7 +107,7 @@ class FollowerState:
     """What a leader knows of one follower (Kafka's `Replica` state)."""
 
     __slots__ = ("end_offset", "last_fetch_ms", "last_caught_up_ms", "leader_end_at_fetch",
-                 "broker_epoch")
+                 "broker_epoch", "may_join")
 
     def __init__(self, caught_up_ms):
         self.end_offset = -1
@@ -115,6 +115,9 @@ class FollowerState:
         self.last_caught_up_ms = caught_up_ms
         self.leader_end_at_fetch = -1
         self.broker_epoch = -1
+        # its last fetch, made outside the ISR, reached the high watermark and the epoch's
+        # start: it may join (once; a later fetch must show it again)
+        self.may_join = False
 
 
 class Partition:
@@ -371,9 +374,10 @@ class Partition:
         state.last_fetch_ms = now_ms
         state.leader_end_at_fetch = leader_end
         state.broker_epoch = broker_epoch
-        return (replica_id not in self.maximal_isr
-                and fetch_offset >= self.log.high_watermark
-                and fetch_offset >= self.epoch_start_offset)
+        state.may_join = (replica_id not in self.maximal_isr
+                          and fetch_offset >= self.log.high_watermark
+                          and fetch_offset >= self.epoch_start_offset)
+        return state.may_join
 
     def isr_to_shrink(self, now_ms, lag_max_ms):
         """The ISR without the followers that have not caught up within `lag_max_ms`, or
@@ -396,15 +400,23 @@ class Partition:
         """The committed ISR plus the caught-up followers `eligible(broker_id, epoch)`
         accepts, or None when there is none to add (or a change is in flight). A follower
         the maximal ISR still holds from a change whose outcome is unknown (see
-        `end_isr_change`) is asked for again: it is not in the committed ISR."""
+        `end_isr_change`) is asked for again: it is not in the committed ISR.
+
+        Only a fetch shows a follower caught up (Kafka expands the ISR on a follower's
+        fetch): a follower whose last known offset still equals a frozen high watermark
+        after it stopped fetching (SIGSTOPped, say) and was dropped is not taken back
+        until it fetches again."""
         if self.role != LEADER or self.isr_in_flight is not None:
             return None
         hw = self.log.high_watermark
         add = [r for r, s in self.followers.items()
-               if r not in self.isr and s.end_offset >= hw
-               and s.end_offset >= self.epoch_start_offset and eligible(r, s.broker_epoch)]
+               if r not in self.isr and (s.may_join or r in self.maximal_isr)
+               and s.end_offset >= hw and s.end_offset >= self.epoch_start_offset
+               and eligible(r, s.broker_epoch)]
         if not add:
             return None
+        for r in add:
+            self.followers[r].may_join = False
         return list(self.isr) + sorted(add)
 
     def begin_isr_change(self, isr):
