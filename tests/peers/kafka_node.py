@@ -74,6 +74,26 @@ def fetch_kafka_jars(timeout_s: float = FETCH_TIMEOUT_S) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def unavailable(message: str) -> None:
+    """A test that needs a missing tool (Java, Maven, Node) skips on a developer's machine
+    and fails under CI (`.ci/run` sets CI): there its absence is a broken install."""
+    import pytest
+
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI must have it)")
+    pytest.skip(message)
+
+
+def kafka_jars_for_tests() -> Path:
+    """Kafka's jars for a test that runs its tools, or `unavailable` without Java or jars."""
+    if not java_available():
+        unavailable("needs java")
+    try:
+        return fetch_kafka_jars()
+    except KafkaNodeError as exc:
+        unavailable(f"Kafka's jars are not available: {exc}")
+
+
 def _default_cache() -> Path:
     env = os.environ.get("KRAFTCORE_KAFKA_CACHE")
     if env:

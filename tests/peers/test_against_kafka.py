@@ -7,14 +7,13 @@ Slow (Maven fetch on first use, a JVM start): run with ``pytest -m slow tests/pe
 
 from __future__ import annotations
 
-import os
 import shutil
 import uuid
 
 import pytest
 
 from tests.peers import clients
-from tests.peers.kafka_node import kafka_combined, request_versions
+from tests.peers.kafka_node import kafka_combined, request_versions, unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +22,10 @@ PARTITIONS = 3
 
 
 def _need(*tools: str) -> None:
-    """Skip without `tools` on a developer's machine; in CI (CI set) their absence is a
-    broken install and fails."""
+    """`unavailable` without `tools`."""
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        message = f"needs {', '.join(missing)}"
-        if os.environ.get("CI"):
-            pytest.fail(message + " (CI must have them)")
-        pytest.skip(message)
+        unavailable(f"needs {', '.join(missing)}")
 
 
 @pytest.fixture(scope="module")

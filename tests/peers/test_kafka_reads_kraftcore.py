@@ -20,27 +20,16 @@ import pytest
 
 from kraftcore import codec
 from kraftcore.log import Log
-from tests.peers.kafka_node import KafkaNodeError, fetch_kafka_jars
+from tests.peers.kafka_node import kafka_jars_for_tests
 
 DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 TOOL_TIMEOUT_S = 180
 TS = 1_700_000_000_000
 
 
-def _unavailable(message):
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI must have it)")
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def jars():
-    if shutil.which("java") is None:
-        _unavailable("needs java")
-    try:
-        return fetch_kafka_jars()
-    except KafkaNodeError as exc:
-        _unavailable(f"Kafka's jars are not available: {exc}")
+    return kafka_jars_for_tests()
 
 
 def dump_log(jars, *args):
@@ -149,7 +138,7 @@ def test_kafka_verifies_kraftcores_indexes_and_finds_a_planted_mismatch(jars, pa
     shutil.copytree(partition, bad)
     index = bad / "00000000000000000000.index"
     raw = bytearray(index.read_bytes())
-    relative, position = struct.unpack_from(">ii", raw, 0)
+    (relative,) = struct.unpack_from(">i", raw, 0)
     struct.pack_into(">i", raw, 0, relative + 1)
     index.write_bytes(raw)
     out = dump_log(jars, "--verify-index-only", "--files", str(index))
@@ -178,8 +167,8 @@ def _metadata_log(directory):
         for name in kinds:
             log.append(R.encode_batch([getattr(R, name)()], base_offset=0, leader_epoch=1,
                                       timestamp=TS), leader_epoch=1)
-        from tests.metadata.test_loader import config, mv, partition, topic
         from kraftcore.types import Uuid
+        from tests.metadata.test_loader import config, mv, partition, topic
 
         topic_id = Uuid(bytes(range(1, 17)))
         log.append(R.encode_batch([mv(), topic("orders", topic_id), partition(topic_id, 0),

@@ -14,7 +14,6 @@ fail under CI (`.ci/run` sets CI)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,18 +22,16 @@ import time
 import pytest
 
 from kraftcore.log import Log
-from tests.peers.kafka_node import KafkaNodeError, fetch_kafka_jars, kafka_combined
+from tests.peers.kafka_node import kafka_combined, kafka_jars_for_tests
 from tests.peers.test_kafka_reads_kraftcore import (
-    _agrees, _kafka_metadata_records, _ours_metadata_records, dump_log)
+    _agrees,
+    _kafka_metadata_records,
+    _ours_metadata_records,
+    dump_log,
+)
 
 RECORDS = 1000
 TOOL_TIMEOUT_S = 180
-
-
-def _unavailable(message):
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI must have it)")
-    pytest.skip(message)
 
 
 def _kafka_tool(jars, main, *args, stdin=None):
@@ -48,12 +45,7 @@ def _kafka_tool(jars, main, *args, stdin=None):
 @pytest.fixture(scope="module")
 def kafka_dirs(tmp_path_factory):
     """(jars, data dir) of a Kafka node that ran and stopped (see the module docstring)."""
-    if shutil.which("java") is None:
-        _unavailable("needs java")
-    try:
-        jars = fetch_kafka_jars()
-    except KafkaNodeError as exc:
-        _unavailable(f"Kafka's jars are not available: {exc}")
+    jars = kafka_jars_for_tests()
     tmp = tmp_path_factory.mktemp("kafka-wrote")
     with kafka_combined(tmp, extra_properties={
             "metadata.log.max.snapshot.interval.ms": 500}) as bootstrap:
