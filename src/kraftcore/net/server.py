@@ -69,6 +69,12 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
 * The responses that become ready in one event-loop turn leave in one write (at the start
   of the next turn), not one `send` each: a commit that completes many requests costs one
   system call per connection.
+* A response whose records are file regions (`kraftcore.types.FileRegion`, a Fetch
+  answer's large reads) is written in parts, the regions with `loop.sendfile` (from the
+  page cache to the socket, never through this process). The connection takes up no new
+  request until they are out (Kafka mutes a channel while it sends); every region is
+  closed, sent or dropped; a region its file no longer holds whole (truncated since the
+  read) would leave the frame short, so that connection is closed.
 * ApiVersions is answered by the listener itself (unless `handle_api_versions=False`):
   error 0 and the version range of every API it serves. An ApiVersions request of a
   version the listener does not know is answered, without parsing its body, in v0 with
