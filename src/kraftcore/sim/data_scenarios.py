@@ -204,15 +204,21 @@ def scenario_a(sim_holder):
             "duplicates_non_idempotent": dups.get(plain, 0)}
 
 
+def _pause_followers(sim):
+    """SIGSTOP every broker but the partition's leader: (leader id, [paused ids])."""
+    leader_id = _leader(sim)
+    followers = [b for b in sim.brokers if b != leader_id]
+    for b in followers:
+        sim.brokers[b].pause()
+    return leader_id, followers
+
+
 def scenario_b(sim_holder):
     """acks=1: an acknowledged but unreplicated record is lost with its leader."""
     sim = sim_holder.sim = _new_sim(seed=12, producers=((1, False),))
     sim.start_clients()
     sim.run_for(200)
-    leader_id = _leader(sim)
-    followers = [b for b in sim.brokers if b != leader_id]
-    for b in followers:
-        sim.brokers[b].pause()
+    leader_id, followers = _pause_followers(sim)
     sim.note(f"scenario: followers {followers} paused (SIGSTOP); leader {leader_id} goes on "
              "acknowledging acks=1 writes alone")
     end_before = _partition(sim, leader_id).log_end_offset
@@ -315,10 +321,7 @@ def _unclean(sim_holder, unclean):
                                     unclean=unclean, session_timeout_ms=2000)
     sim.start_clients()
     sim.run_for(200)
-    leader_id = _leader(sim)
-    followers = [b for b in sim.brokers if b != leader_id]
-    for b in followers:
-        sim.brokers[b].pause()
+    leader_id, followers = _pause_followers(sim)
     sim.note(f"scenario: followers {followers} paused; leader {leader_id} will shrink the ISR "
              "to itself (min.insync.replicas 1 lets it go on committing)")
     _wait(sim, f"the ISR is [{leader_id}]", lambda: list(_record(sim).isr) == [leader_id],
