@@ -84,12 +84,55 @@ def test_unregister_broker(cluster):
     assert "not registered" in again.error_message
 
 
-def test_controller_registration_is_refused_clearly(facade):
-    body = m.ControllerRegistrationRequest(controller_id=2, incarnation_id=incarnation(2))
-    response = call(facade, body, 0)
-    assert response.error_code == E.UNSUPPORTED_VERSION
-    assert "controller.quorum.voters" in response.error_message
-    assert facade.submitted == []
+def _controller_registration(controller_id, port, **fields):
+    cls = m.ControllerRegistrationRequest
+    fields.setdefault("features", [cls.Feature(name="metadata.version", min_supported_version=1,
+                                               max_supported_version=21)])
+    return cls(controller_id=controller_id, incarnation_id=incarnation(controller_id),
+               listeners=[cls.Listener(name="CONTROLLER", host="127.0.0.1", port=port,
+                                       security_protocol=0)], **fields)
+
+
+def test_controller_registration_writes_the_record_and_describe_cluster_lists_it(facade):
+    assert call(facade, _controller_registration(2, 9192), 0).error_code == 0
+    record = facade.image.controllers[2]
+    assert (record.incarnation_id, record.zk_migration_ready) == (incarnation(2), False)
+    assert [(e.name, e.host, e.port, e.security_protocol) for e in record.end_points] == \
+        [("CONTROLLER", "127.0.0.1", 9192, 0)]
+    assert [(f.name, f.min_supported_version, f.max_supported_version)
+            for f in record.features] == [("metadata.version", 1, 21)]
+    # A new incarnation replaces the registration (a restarted controller moved).
+    body = _controller_registration(2, 9292)
+    body.incarnation_id = incarnation(22)
+    assert call(facade, body, 0).error_code == 0
+    assert facade.image.controllers[2].incarnation_id == incarnation(22)
+    assert facade.image.controller_endpoints("CONTROLLER") == {2: ("127.0.0.1", 9292)}
+
+
+def test_controller_registration_errors(facade):
+    none = call(facade, _controller_registration(2, 9192, features=[]), 0)
+    assert none.error_code == E.UNSUPPORTED_VERSION  # no features: 3.0-IV1 only
+    assert "metadata.version 1-1" in none.error_message
+    zk = call(facade, _controller_registration(2, 9192, zk_migration_ready=True), 0)
+    assert zk.error_code == E.INVALID_REQUEST and "ZooKeeper" in zk.error_message
+    twice = _controller_registration(2, 9192)
+    twice.listeners.append(twice.listeners[0])
+    assert call(facade, twice, 0).error_code == E.INVALID_REGISTRATION
+    assert call(facade, _controller_registration(-5, 9192), 0).error_code == E.INVALID_REQUEST
+    assert facade.image.controllers == {}
+
+
+def test_controller_registration_needs_metadata_version_3_7():
+    from kraftcore.controller.config import ControllerConfig
+    from kraftcore.metadata.records import METADATA_VERSION_LEVELS
+
+    old = LocalFacade(LocalQuorum(config=ControllerConfig(
+        bootstrap_metadata_version=METADATA_VERSION_LEVELS["3.6-IV2"])))
+    old.quorum.run()
+    refused = call(old, _controller_registration(2, 9192), 0)
+    assert refused.error_code == E.UNSUPPORTED_VERSION
+    assert "3.7-IV0" in refused.error_message
+    assert old.image.controllers == {}
 
 
 # ------------------------------------------------------------------------------ topics

@@ -33,7 +33,7 @@ controller listener:
 | ElectLeaders (43) | 0-2 | `elect_leaders` |
 | AlterPartition (56) | 0-3 | `alter_partition`, one call per partition |
 | DescribeCluster (60), Metadata (3), DescribeConfigs (32) | `kraftcore.apis.reads` | none |
-| ControllerRegistration (70) | 0 | none: answered UNSUPPORTED_VERSION (see below) |
+| ControllerRegistration (70) | 0 | `register_controller` (metadata.version 3.7-IV0+) |
 
 Error rules, as Kafka's `ControllerApis` has them:
 
@@ -49,8 +49,9 @@ Deliberate limits, each answered explicitly rather than ignored:
   controller has no dry-run mode, so such requests are refused with INVALID_REQUEST.
 * APPEND / SUBTRACT config operations: kraftcore's two topic configs are not lists
   (INVALID_CONFIG, as Kafka answers for a non-list config).
-* ControllerRegistration: `QuorumController` keeps no controller registrations (the
-  controller endpoints come from `controller.quorum.voters`); UNSUPPORTED_VERSION.
+* ControllerRegistration below metadata.version 3.7-IV0, which has no
+  RegisterControllerRecord: UNSUPPORTED_VERSION, as in Kafka. A controller ready for a
+  ZooKeeper migration: INVALID_REQUEST.
 * A request's TimeoutMs > 0 bounds the wait for the commit (REQUEST_TIMED_OUT after it; the
   operation may still take effect). TimeoutMs <= 0 sets no bound of its own.
 * One CreateTopics or CreatePartitions request adds at most
@@ -143,22 +144,34 @@ def _check_partition_total(total):
 
 # ------------------------------------------------------------------------------ brokers
 
+def _registered_listeners(body, who):
+    """A registration's listeners as (name, host, port, security protocol) tuples."""
+    listeners = tuple((ep.name, ep.host, ep.port, ep.security_protocol)
+                      for ep in body.listeners)
+    if _duplicates(name for name, _, _, _ in listeners):
+        raise ControllerError(_E.INVALID_REGISTRATION,
+                              f"{who} registers two listeners with one name")
+    return listeners
+
+
+def _registered_features(body):
+    """A registration's supported features: name -> (min, max)."""
+    features = {}
+    for f in body.features:
+        if f.name in features:
+            raise invalid_request(f"feature {f.name!r} appears twice in the registration")
+        features[f.name] = (f.min_supported_version, f.max_supported_version)
+    return features
+
+
 async def _broker_registration(facade, version, body):
     if body.is_migrating_zk_broker:
         raise ControllerError(_E.BROKER_ID_NOT_REGISTERED,
                               f"broker {body.broker_id} registers as a migrating ZooKeeper "
                               "broker; kraftcore's controller does not support ZooKeeper "
                               "migration")
-    listeners = tuple((ep.name, ep.host, ep.port, ep.security_protocol)
-                      for ep in body.listeners)
-    if _duplicates(name for name, _, _, _ in listeners):
-        raise ControllerError(_E.INVALID_REGISTRATION,
-                              f"broker {body.broker_id} registers two listeners with one name")
-    features = {}
-    for f in body.features:
-        if f.name in features:
-            raise invalid_request(f"feature {f.name!r} appears twice in the registration")
-        features[f.name] = (f.min_supported_version, f.max_supported_version)
+    listeners = _registered_listeners(body, f"broker {body.broker_id}")
+    features = _registered_features(body)
     if _duplicates(body.log_dirs):
         raise ControllerError(_E.INVALID_REGISTRATION,
                               f"broker {body.broker_id} registers a log directory twice")
@@ -190,9 +203,11 @@ async def _allocate_producer_ids(facade, version, body):
 
 
 async def _controller_registration(facade, version, body):
-    raise ControllerError(_E.UNSUPPORTED_VERSION,
-                          "kraftcore's controller keeps no controller registrations; the "
-                          "controller endpoints come from controller.quorum.voters")
+    listeners = _registered_listeners(body, f"controller {body.controller_id}")
+    await _call(facade, "register_controller", body.controller_id, body.incarnation_id,
+                listeners=listeners, features=_registered_features(body),
+                zk_migration_ready=body.zk_migration_ready)
+    return m.ControllerRegistrationResponse(error_code=0)
 
 
 # ------------------------------------------------------------------------------ topics

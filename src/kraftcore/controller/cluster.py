@@ -39,6 +39,21 @@ _BRCR_LEVEL = R.METADATA_VERSION_LEVELS["3.3-IV2"]
 _FENCE_TAG = "fence-stale-brokers"
 
 
+_CONTROLLER_REGISTRATION_LEVEL = R.METADATA_VERSION_LEVELS["3.7-IV0"]
+
+
+def _check_metadata_version(image, who, features):
+    """Refuse a registration whose supported metadata.version range (from its
+    `features`: name -> (min, max); None: no check) leaves out the cluster's."""
+    level = image.metadata_version()
+    if features is not None and level is not None:
+        low, high = features.get("metadata.version", (1, 1))
+        if not low <= level <= high:
+            raise ControllerError(ErrorCode.UNSUPPORTED_VERSION,
+                                  f"{who} supports metadata.version {low}-{high}; the "
+                                  f"cluster runs {level}")
+
+
 class ProducerIdsResult(NamedTuple):
     first_producer_id: int
     count: int
@@ -141,13 +156,7 @@ class ClusterControl:
         if not 0 <= broker_id <= 0x7FFFFFFF:
             raise ControllerError(ErrorCode.INVALID_REQUEST,
                                   f"broker id {broker_id} must be in [0, 2^31)")
-        level = image.metadata_version()
-        if features is not None and level is not None:
-            low, high = features.get("metadata.version", (1, 1))
-            if not low <= level <= high:
-                raise ControllerError(ErrorCode.UNSUPPORTED_VERSION,
-                                      f"broker {broker_id} supports metadata.version "
-                                      f"{low}-{high}; the cluster runs {level}")
+        _check_metadata_version(image, f"broker {broker_id}", features)
         existing = image.brokers.get(broker_id)
         records = []
         if existing is not None and existing.incarnation_id == incarnation_id:
@@ -177,6 +186,35 @@ class ClusterControl:
         self.sessions[broker_id] = _Session(now_ms, epoch)
         self._schedule_expiry()
         return records, RegistrationResult(epoch)
+
+    def register_controller(self, image, controller_id, incarnation_id, zk_migration_ready,
+                            listeners, features):
+        """A controller's registration (ControllerRegistration, KIP-919): its listeners
+        and supported features as one RegisterControllerRecord, which replaces any earlier
+        one of that id. Needs metadata.version 3.7-IV0 or later, as in Kafka."""
+        if not 0 <= controller_id <= 0x7FFFFFFF:
+            raise ControllerError(ErrorCode.INVALID_REQUEST,
+                                  f"controller id {controller_id} must be in [0, 2^31)")
+        level = image.metadata_version()
+        if level is None or level < _CONTROLLER_REGISTRATION_LEVEL:
+            raise ControllerError(ErrorCode.UNSUPPORTED_VERSION,
+                                  f"metadata.version {level} is too old for controller "
+                                  "registrations (3.7-IV0 or later)")
+        _check_metadata_version(image, f"controller {controller_id}", features)
+        if zk_migration_ready:
+            raise ControllerError(ErrorCode.INVALID_REQUEST,
+                                  f"controller {controller_id} is ready for a ZooKeeper "
+                                  "migration; kraftcore does not support one")
+        record = R.RegisterControllerRecord(
+            controller_id=controller_id, incarnation_id=incarnation_id,
+            zk_migration_ready=False,
+            end_points=[R.RegisterControllerRecord.ControllerEndpoint(
+                name=name, host=host, port=port, security_protocol=protocol)
+                for name, host, port, protocol in listeners],
+            features=[R.RegisterControllerRecord.ControllerFeature(
+                name=name, min_supported_version=low, max_supported_version=high)
+                for name, (low, high) in sorted((features or {}).items())])
+        return [record], None
 
     def unregister(self, image, now_ms, broker_id):
         broker = self._broker(image, broker_id)

@@ -516,6 +516,13 @@ class QuorumController:
             image, now, broker_id, incarnation_id, cluster_id, rack, listeners, features,
             log_dirs))
 
+    def register_controller(self, controller_id, incarnation_id, *, listeners=(),
+                            features=None, zk_migration_ready=False):
+        return self.submit("register-controller", lambda image, now:
+                           self.cluster.register_controller(
+                               image, controller_id, incarnation_id, zk_migration_ready,
+                               listeners, features))
+
     def broker_heartbeat(self, broker_id, broker_epoch, *, metadata_offset,
                          want_fence=False, want_shutdown=False):
         return self.submit("broker-heartbeat", lambda image, now: self.cluster.heartbeat(

@@ -148,6 +148,18 @@ class MetadataImage:
         broker = self.brokers.get(broker_id)
         return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
 
+    def controller_endpoints(self, listener_name):
+        """Controller id -> (host, port) of each registered controller's listener named
+        `listener_name` (its first listener when it has none of that name)."""
+        out = {}
+        for controller_id, registration in self.controllers.items():
+            endpoints = registration.end_points
+            chosen = next((e for e in endpoints if e.name == listener_name),
+                          endpoints[0] if endpoints else None)
+            if chosen is not None:
+                out[controller_id] = (chosen.host, chosen.port)
+        return out
+
     def topic_config(self, topic_name, name):
         """A topic's config value, falling back to the cluster-wide broker default
         (resource BROKER with name ""); None when neither sets it."""

@@ -57,6 +57,7 @@ from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.runtime.controller_registration import ControllerRegistration
 from kraftcore.runtime.raft_driver import RaftDriver
 from kraftcore.runtime.replica_fetcher import ReplicaFetchers
 from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
@@ -66,6 +67,7 @@ log = logging.getLogger("kraftcore.runtime")
 
 # Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, FetchSnapshot
 RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
+DESCRIBE_QUORUM = 55
 # How long a stopping node that resigned waits for its EndQuorumEpoch requests to go out.
 RESIGN_GRACE_MS = 200
 # Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
@@ -123,6 +125,13 @@ class ControllerRole(_Wakeup):
         self.controller = QuorumController(
             node.driver, config=config.controller_config(node.cluster_id),
             rng=random.Random(), loader=loader, now_ms=now)
+        self.registration = None  # set by `start`, once the listener is bound
+
+    def start(self, host, port):
+        """Register as a controller reachable at host:port from now on."""
+        self.registration = ControllerRegistration(
+            self.node.node_id, Uuid.random(random.Random()),
+            [(self.node.config.controller_listener_name, host, port, PLAINTEXT)])
 
     def on_ready(self, ready):
         controller = self.controller
@@ -141,8 +150,38 @@ class ControllerRole(_Wakeup):
         now = node.driver.clock()
         deadline = self.controller.run(now)
         self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
+        again = self._maybe_register(now)
+        if again is not None:
+            deadline = again if deadline is None else min(deadline, again)
         if deadline is not None:
             self.schedule(max(0, deadline - now))
+
+    def _maybe_register(self, now):
+        """Send this controller's registration when it is due (`ControllerRegistration`);
+        the time to look again, or None."""
+        registration = self.registration
+        if registration is None:
+            return None
+        node = self.node
+        target = node.driver.core.leader_id
+        request, again = registration.poll(self.controller.image,
+                                           target is not None and target in node.voters, now)
+        if request is None:
+            return again
+
+        def on_response(response, error):
+            refused = registration.on_response(response, error, node.driver.clock())
+            if refused is None:
+                log.info("node %s: registered as a controller with controller %s",
+                         node.node_id, target)
+            elif registration.attempts == 1 or registration.attempts % 10 == 0:
+                log.info("node %s: controller registration not accepted yet (attempt %s): "
+                         "%s", node.node_id, registration.attempts, refused)
+            self.schedule(0)
+
+        node.pool.send_nowait(target, request, 0,
+                              lambda *answer: self.guarded(on_response, *answer))
+        return None
 
     def submit(self, method, *args, **kwargs):
         """Queue a controller operation; an asyncio future of its result. The controller
@@ -414,7 +453,7 @@ class _BrokerView:
         return self.node_id
 
     def controllers(self):
-        return dict(self.node.voters)
+        return self.node.controller_endpoints(self.image)
 
     def now_ms(self):
         return self.node.driver.clock()
@@ -468,7 +507,15 @@ class Node:
         return self.driver.core.leader_id
 
     def controllers(self):
-        return dict(self.voters)
+        return self.controller_endpoints(self.image)
+
+    def controller_endpoints(self, image):
+        """The controllers DescribeCluster lists (endpoint type controller): each
+        registered controller's endpoint on the controller listener, and the configured
+        address of a voter with no registration in `image` (not yet registered, or a
+        metadata.version before 3.7-IV0)."""
+        return {**self.voters,
+                **image.controller_endpoints(self.config.controller_listener_name)}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -505,6 +552,12 @@ class Node:
                 memory=self.request_memory,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
+            # registered as the voters know it (the bound address when not a voter)
+            self.controller.start(*self.voters.get(self.node_id, self.listeners[-1].address))
+            # The controller's own requests to the active controller (its registration,
+            # and a combined node's broker requests) go through the same path as
+            # everyone else's, itself included.
+            self.pool.update(self.node_id, host, port)
         if config.is_broker:
             host, port = config.broker_listener
             # The listener answers ApiVersions and what kraftcore.apis.broker serves.
@@ -520,11 +573,6 @@ class Node:
             self.broker_endpoints = [
                 (e.name, e.host or "127.0.0.1", e.port or listener.port, PLAINTEXT)
                 for e in config.broker_endpoints]
-            if self.node_id in self.voters:
-                # Combined mode: the broker's requests to its own controller go through the
-                # same path as everyone else's.
-                chost, cport = config.controller_listener
-                self.pool.update(self.node_id, chost, cport)
             self.broker = BrokerRole(self)
             self.broker.start()
         self.driver.kick()
@@ -548,12 +596,27 @@ class Node:
         if request.api_key in RAFT_APIS:
             if driver.failed is None:
                 try:
-                    return driver.handle_request(request.body, request.api_version)
+                    answer = driver.handle_request(request.body, request.api_version)
+                    if request.api_key == DESCRIBE_QUORUM and request.api_version >= 2:
+                        return self._with_voter_endpoints(answer)
+                    return answer
                 except Exception:
                     if driver.failed is None:
                         raise  # not the core: the listener reports it
             return driver.unavailable_response(request.body, request.api_version)
         return handle_controller_request(self, request)
+
+    async def _with_voter_endpoints(self, answer):
+        """A DescribeQuorum v2+ answer with the voters' controller endpoints (Nodes),
+        which Kafka's tools print beside each voter."""
+        response = await answer
+        cls = m.DescribeQuorumResponse
+        name = self.config.controller_listener_name
+        endpoints = self.controller_endpoints(self.image)
+        response.nodes = [
+            cls.Node(node_id=node_id, listeners=[cls.Listener(name=name, host=host, port=port)])
+            for node_id, (host, port) in sorted(endpoints.items()) if node_id in self.voters]
+        return response
 
     async def _handle_broker(self, request, peer):
         return await handle_broker_request(_BrokerView(self), request)
