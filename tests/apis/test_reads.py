@@ -179,3 +179,70 @@ def test_metadata_hides_a_broker_in_controlled_shutdown(cluster):
     described = call(facade, m.DescribeClusterRequest(include_fenced_brokers=True), 2)
     assert [(b.broker_id, b.is_fenced) for b in described.brokers] == [
         (1, False), (2, False), (3, False)]
+
+
+NOT_REQUESTED = -(1 << 31)  # Kafka's "authorized operations not asked for"
+
+
+@pytest.mark.parametrize("version", versions(m.MetadataRequest))
+def test_metadata_names_errors_internal_topics_and_operations_as_kafka_does(cluster, version):
+    facade, _ = cluster
+    call(facade, create_topics(("ok", 1, 1), ("__transaction_state", 1, 1)), 7)
+    names = ["ok", "__transaction_state", "missing", "__consumer_offsets", "bad name", ".",
+             "..", "x" * 250, ""]
+    body = metadata(version, names=names)
+    if version >= 8:
+        body.include_topic_authorized_operations = True
+    if 8 <= version <= 10:
+        body.include_cluster_authorized_operations = True
+    response = call(facade, body, version)
+    by_name = {t.name: t for t in response.topics}
+    assert [t.name for t in response.topics] == names
+    invalid = E.INVALID_TOPIC_EXCEPTION
+    assert {n: t.error_code for n, t in by_name.items()} == {
+        "ok": 0, "__transaction_state": 0, "missing": E.UNKNOWN_TOPIC_OR_PARTITION,
+        "__consumer_offsets": E.UNKNOWN_TOPIC_OR_PARTITION, "bad name": invalid, ".": invalid,
+        "..": invalid, "x" * 250: invalid, "": invalid}
+    if version >= 1:  # IsInternal: Kafka's internal topic names, whether they exist or not
+        assert {n for n, t in by_name.items() if t.is_internal} == {
+            "__transaction_state", "__consumer_offsets"}
+    # Without an authorizer every operation is allowed, on any topic named, and the cluster.
+    ops = {t.topic_authorized_operations for t in response.topics}
+    assert ops == ({reads.TOPIC_AUTHORIZED_OPERATIONS} if version >= 8 else {NOT_REQUESTED})
+    assert reads.TOPIC_AUTHORIZED_OPERATIONS == 3576  # READ..ALTER_CONFIGS, Kafka's answer
+    assert response.cluster_authorized_operations == (
+        reads.CLUSTER_AUTHORIZED_OPERATIONS if 8 <= version <= 10 else NOT_REQUESTED)
+    assert reads.CLUSTER_AUTHORIZED_OPERATIONS == 8096
+    everything = call(facade, metadata(version), version)
+    assert {t.name: t.topic_authorized_operations for t in everything.topics} == {
+        "ok": NOT_REQUESTED, "__transaction_state": NOT_REQUESTED}
+    assert everything.cluster_authorized_operations == NOT_REQUESTED
+    if version >= 1:
+        assert {t.name: t.is_internal for t in everything.topics} == {
+            "ok": False, "__transaction_state": True}
+
+
+@pytest.mark.parametrize("version", [10, 11, 12, 13])
+def test_metadata_by_topic_id_as_kafka_does(cluster, version):
+    facade, _ = cluster
+    call(facade, create_topics(("a", 1, 1), ("b", 1, 1)), 7)
+    a = facade.image.topic("a").topic_id
+    cls = m.MetadataRequest
+    body = metadata(version, names=["b"], ids=[a, incarnation(5), a])
+    body.include_topic_authorized_operations = True
+    response = call(facade, body, version)
+    if version < 12:
+        # No topic ids before v12: the whole request is refused, as Kafka does.
+        assert (response.brokers, response.controller_id) == ([], -1)
+        assert [(t.name, t.error_code) for t in response.topics] == [
+            ("b", E.INVALID_REQUEST), ("", E.INVALID_REQUEST), ("", E.INVALID_REQUEST),
+            ("", E.INVALID_REQUEST)]
+        null = call(facade, cls(topics=[cls.MetadataRequestTopic(name=None)]), version)
+        assert [(t.name, t.error_code) for t in null.topics] == [("", E.INVALID_REQUEST)]
+        return
+    # Given any id, the request is answered by id alone (the name "b" is left out); an
+    # unknown id carries no authorized operations.
+    assert [(t.name, t.topic_id, t.error_code, t.topic_authorized_operations)
+            for t in response.topics] == [
+        ("a", a, 0, reads.TOPIC_AUTHORIZED_OPERATIONS),
+        (None, incarnation(5), E.UNKNOWN_TOPIC_ID, NOT_REQUESTED)]

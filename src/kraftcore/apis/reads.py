@@ -27,7 +27,8 @@ null, and ReadOnly is false. Other resource types are INVALID_REQUEST per resour
 
 from kraftcore.apis.errors import invalid_request
 from kraftcore.broker.metadata import visible_brokers
-from kraftcore.controller.replication import MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION
+from kraftcore.controller.replication import (MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION,
+                                             topic_name_error)
 from kraftcore.errors import ControllerError
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 from kraftcore.protocol import messages as m
@@ -36,7 +37,8 @@ from kraftcore.types import ZERO_UUID
 
 __all__ = ["metadata", "describe_cluster", "describe_configs", "ENDPOINT_TYPE_BROKER",
            "ENDPOINT_TYPE_CONTROLLER", "CONFIG_DEFAULTS", "CONFIG_SOURCE_TOPIC",
-           "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER", "CONFIG_SOURCE_DEFAULT"]
+           "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER", "CONFIG_SOURCE_DEFAULT", "INTERNAL_TOPICS",
+           "TOPIC_AUTHORIZED_OPERATIONS", "CLUSTER_AUTHORIZED_OPERATIONS"]
 
 # DescribeCluster EndpointType (KIP-919).
 ENDPOINT_TYPE_BROKER = 1
@@ -109,6 +111,18 @@ async def describe_cluster(facade, version, body):
 
 # ------------------------------------------------------------------------------ Metadata
 
+# The topics Kafka counts as internal (IsInternal, whether they exist or not): the group and
+# transaction coordinators' and the share groups' state.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# Authorized operations (KIP-430) are a bit field of ACL operation codes. kraftcore has no
+# authorizer, so a client may do every operation the resource type has, which is what Kafka
+# answers without an authorizer too: for a topic READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7,
+# DESCRIBE 8, DESCRIBE_CONFIGS 10 and ALTER_CONFIGS 11; for the cluster CREATE 5, ALTER 7,
+# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11 and IDEMPOTENT_WRITE 12.
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
 def _metadata_topic(cls, version, image, topic, alive):
     partitions = []
     for pid in sorted(topic.partitions):
@@ -121,12 +135,59 @@ def _metadata_topic(cls, version, image, topic, alive):
             leader_id=leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr), offline_replicas=offline))
     return cls.MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id,
-                                     is_internal=False, partitions=partitions)
+                                     is_internal=topic.name in INTERNAL_TOPICS,
+                                     partitions=partitions)
+
+
+def _metadata_by_name(cls, version, image, wanted, alive):
+    """The answer for topics named (kraftcore never creates a topic a Metadata asks for:
+    auto.create.topics.enable is false). A name that cannot name a topic is
+    INVALID_TOPIC_EXCEPTION, one that names no topic UNKNOWN_TOPIC_OR_PARTITION."""
+    topics = []
+    for name in dict.fromkeys(t.name for t in wanted):
+        if name is None:  # (v12+: a topic neither named nor given by id)
+            topics.append(cls.MetadataResponseTopic(error_code=_E.INVALID_REQUEST, name=None))
+            continue
+        topic = image.topic(name)
+        if topic is not None:
+            topics.append(_metadata_topic(cls, version, image, topic, alive))
+            continue
+        code = (_E.INVALID_TOPIC_EXCEPTION if topic_name_error(name) is not None
+                else _E.UNKNOWN_TOPIC_OR_PARTITION)
+        topics.append(cls.MetadataResponseTopic(error_code=code, name=name,
+                                                is_internal=name in INTERNAL_TOPICS))
+    return topics
+
+
+def _metadata_by_id(cls, version, image, ids, alive):
+    """The answer for topics given by id (v12+); UNKNOWN_TOPIC_ID, with a null name, for an
+    id that names no topic."""
+    topics = []
+    for topic_id in dict.fromkeys(ids):
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            topics.append(cls.MetadataResponseTopic(error_code=_E.UNKNOWN_TOPIC_ID, name=None,
+                                                    topic_id=topic_id))
+        else:
+            topics.append(_metadata_topic(cls, version, image, topic, alive))
+    return topics
 
 
 async def metadata(facade, version, body):
+    """Brokers, then the topics asked for: all of them (Topics null, or empty at v0), those
+    named, or (v12+) those given by id. A request that gives any topic id is answered by id
+    alone: its entries without one are left out, as Kafka does. Before v12 a topic id or a
+    null name fails the whole request (INVALID_REQUEST). Authorized operations are answered
+    when asked for (`TOPIC_AUTHORIZED_OPERATIONS` on every topic but an unknown id,
+    `CLUSTER_AUTHORIZED_OPERATIONS` at v8-10)."""
     cls = m.MetadataResponse
     image = facade.image
+    wanted = body.topics
+    if wanted and version < 12:
+        for t in wanted:
+            if t.name is None or t.topic_id != ZERO_UUID:
+                raise invalid_request(f"Metadata v{version} takes topic names only (topic ids "
+                                      "and null names from v12)")
     visible = visible_brokers(image)
     alive = {b.broker_id for b in visible}
     brokers = []
@@ -135,38 +196,22 @@ async def metadata(facade, version, body):
         if endpoint is not None:
             brokers.append(cls.MetadataResponseBroker(node_id=b.broker_id, host=endpoint[0],
                                                       port=endpoint[1], rack=b.rack))
-    wanted = body.topics
-    topics = []
     if wanted is None or (version == 0 and not wanted):
-        for name in sorted(image.topic_ids):
-            topics.append(_metadata_topic(cls, version, image, image.topic(name), alive))
+        topics = [_metadata_topic(cls, version, image, image.topic(name), alive)
+                  for name in sorted(image.topic_ids)]
     else:
-        seen = set()
-        for t in wanted:
-            key = t.name if t.name is not None else t.topic_id
-            if key in seen:
-                continue
-            seen.add(key)
-            if t.name is not None:
-                topic = image.topic(t.name)
-                if topic is None:
-                    topics.append(cls.MetadataResponseTopic(
-                        error_code=_E.UNKNOWN_TOPIC_OR_PARTITION, name=t.name))
-                    continue
-            elif t.topic_id != ZERO_UUID:
-                topic = image.topics.get(t.topic_id)
-                if topic is None:
-                    topics.append(cls.MetadataResponseTopic(
-                        error_code=_E.UNKNOWN_TOPIC_ID, name=None if version >= 12 else "",
-                        topic_id=t.topic_id))
-                    continue
-            else:
-                topics.append(cls.MetadataResponseTopic(
-                    error_code=_E.INVALID_REQUEST, name=None if version >= 12 else ""))
-                continue
-            topics.append(_metadata_topic(cls, version, image, topic, alive))
-    return cls(brokers=brokers, cluster_id=facade.cluster_id,
-               controller_id=_controller_id(facade), topics=topics)
+        ids = [t.topic_id for t in wanted if t.topic_id != ZERO_UUID]
+        topics = (_metadata_by_id(cls, version, image, ids, alive) if ids
+                  else _metadata_by_name(cls, version, image, wanted, alive))
+    response = cls(brokers=brokers, cluster_id=facade.cluster_id,
+                   controller_id=_controller_id(facade), topics=topics)
+    if version >= 8 and body.include_topic_authorized_operations:
+        for t in topics:
+            if t.error_code not in (_E.UNKNOWN_TOPIC_ID, _E.INVALID_REQUEST):
+                t.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        response.cluster_authorized_operations = CLUSTER_AUTHORIZED_OPERATIONS
+    return response
 
 
 # ------------------------------------------------------------------------------ DescribeConfigs

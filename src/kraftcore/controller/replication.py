@@ -37,7 +37,7 @@ from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import Uuid
 
 __all__ = ["ReplicationControl", "NewTopic", "TopicResult", "PartitionState",
-           "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION"]
+           "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION", "topic_name_error"]
 
 MIN_INSYNC_REPLICAS = topic_configs.MIN_INSYNC_REPLICAS
 UNCLEAN_LEADER_ELECTION = topic_configs.UNCLEAN_LEADER_ELECTION
@@ -76,7 +76,9 @@ def _validate_config(name, value):
     return topic_configs.check(name, value)
 
 
-def _topic_name_error(name):
+def topic_name_error(name):
+    """Why `name` cannot name a topic (Kafka's rules: not empty, "." or "..", at most
+    TOPIC_NAME_BYTES_MAX characters, only ASCII letters, digits, '.', '_' and '-'), or None."""
     if not name or name in (".", ".."):
         return f"topic name {name!r} is not allowed"
     if len(name) > TOPIC_NAME_BYTES_MAX:
@@ -302,7 +304,7 @@ class ReplicationControl:
         for topic in topics:
             name = topic.name
             try:
-                error = _topic_name_error(name)
+                error = topic_name_error(name)
                 if error is not None:
                     raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION, error)
                 if names.count(name) > 1:
