@@ -55,14 +55,15 @@ def stop(process, wait_s=WAIT_S):
 
 
 class LocalCluster:
-    """`kraftcore cluster up` in `directory`: three controllers and `brokers` brokers
-    (`combined`: nodes 1-3 are controllers and brokers), each `settings` entry (key=value)
-    passed with --set. `nodes` is cluster.json's description by node id."""
+    """`kraftcore cluster up` in `directory`: `controllers` controllers (three unless told)
+    and `brokers` brokers (`combined`: the first nodes are controllers and brokers), each
+    `settings` entry (key=value) passed with --set. `nodes` is cluster.json's description by
+    node id."""
 
-    def __init__(self, directory, settings, brokers=2, combined=False):
+    def __init__(self, directory, settings, brokers=2, combined=False, controllers=3):
         self.directory = str(directory)
         args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
-                "3", "--brokers", str(brokers), "--dir", self.directory]
+                str(controllers), "--brokers", str(brokers), "--dir", self.directory]
         if combined:
             args.append("--combined")
         for setting in settings:
