@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
 
 KAFKA_DIR = Path(__file__).resolve().parent / "kafka"
 FETCH_SCRIPT = KAFKA_DIR / "fetch.sh"
@@ -298,3 +299,252 @@ def request_versions(path: str | os.PathLike) -> dict[str, dict[str, list[int]]]
         name = h.get("requestApiKeyName") or f"API_{h.get('requestApiKey')}"
         out.setdefault(h.get("clientId") or "", {}).setdefault(name, set()).add(int(h["requestApiVersion"]))
     return {c: {a: sorted(v) for a, v in sorted(apis.items())} for c, apis in sorted(out.items())}
+
+
+# ------------------------------------------------------------------------------ a cluster
+
+CONTROLLER_HEAP = "-Xmx384m"
+BROKER_HEAP = "-Xmx512m"
+# The collector settings Kafka's start scripts give the server (kafka-run-class.sh); the heap
+# is bounded above instead of their fixed 1 GiB, so that four JVMs fit beside the other work
+# of a small machine.
+JVM_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+               "-Djava.awt.headless=true")
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free ports on 127.0.0.1 (all bound at once, then released)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class KafkaCluster:
+    """A real Kafka KRaft cluster: controllers 1..C (``process.roles=controller``) and brokers
+    C+1..C+B (``process.roles=broker``), each its own JVM on free 127.0.0.1 ports.
+
+    The quorum is static: every node gets ``controller.quorum.voters`` (id@127.0.0.1:port),
+    and ``kafka.tools.StorageTool format`` runs without ``--standalone`` or
+    ``--initial-controllers`` (Kafka 4.4 accepts both ways; with static voters the cluster
+    keeps ``kraft.version`` 0, the way kraftcore's own clusters are configured, so the two
+    get the same settings). Each node's directory holds ``server.properties``,
+    ``log4j2.properties`` (WARN and above, to ``server.log``), ``data/`` (``log.dirs``) and
+    ``metadata/`` (``metadata.log.dir``).
+
+    ``format()`` formats every node (untimed, in parallel), ``start()`` starts every JVM
+    (``started_at``: ``time.perf_counter()`` just before the first one), ``wait_ready()``
+    waits until a controller names a leader through DescribeQuorum on its controller
+    listener and every broker answers ApiVersions on its client listener (a Kafka broker
+    opens it once it is unfenced). ``kill`` sends SIGKILL, ``restart`` starts the node again on
+    its directories, ``stop`` stops every process it started (brokers first, SIGTERM, then
+    SIGKILL after STOP_TIMEOUT_S). Use it as a context manager, or call ``stop`` in a
+    ``finally``.
+    """
+
+    def __init__(self, directory: str | os.PathLike, controllers: int = 3, brokers: int = 1, *,
+                 properties: dict[str, object] | None = None, log_level: str = "WARN",
+                 controller_heap: str = CONTROLLER_HEAP, broker_heap: str = BROKER_HEAP):
+        if not java_available():
+            raise KafkaNodeError("java is not installed (Kafka 4.x needs Java 17+)")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.classpath = str(fetch_kafka_jars() / "*")
+        self.cluster_id = random_cluster_id()
+        ports = iter(_free_ports(controllers + brokers))
+        self.nodes: dict[int, dict] = {}
+        for node_id in range(1, controllers + brokers + 1):
+            role = "controller" if node_id <= controllers else "broker"
+            self.nodes[node_id] = {"id": node_id, "role": role, "port": next(ports),
+                                   "dir": self.directory / f"node-{node_id}",
+                                   "heap": controller_heap if role == "controller" else broker_heap}
+        voters = ",".join(f"{n['id']}@127.0.0.1:{n['port']}" for n in self.nodes.values()
+                          if n["role"] == "controller")
+        for node in self.nodes.values():
+            node["dir"].mkdir(parents=True, exist_ok=True)
+            props = self._properties(node, voters)
+            props.update(properties or {})
+            node["config"] = node["dir"] / "server.properties"
+            node["config"].write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            node["log4j"] = node["dir"] / "log4j2.properties"
+            node["log4j"].write_text(_LOG4J2.format(root_level=log_level))
+            node["log"] = node["dir"] / "server.log"
+            node["metadata_dir"] = node["dir"] / "metadata"
+        self.processes: dict[int, subprocess.Popen] = {}
+        self.reap: list[subprocess.Popen] = []
+        self.started_at: float | None = None
+
+    def _properties(self, node: dict, voters: str) -> dict[str, object]:
+        props: dict[str, object] = {
+            "process.roles": node["role"],
+            "node.id": node["id"],
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": node["dir"] / "data",
+            "metadata.log.dir": node["dir"] / "metadata",
+        }
+        if node["role"] == "controller":
+            props["listeners"] = f"CONTROLLER://127.0.0.1:{node['port']}"
+        else:
+            props.update({
+                "listeners": f"PLAINTEXT://127.0.0.1:{node['port']}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node['port']}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "auto.create.topics.enable": "false",
+                "offsets.topic.replication.factor": 1,
+                "transaction.state.log.replication.factor": 1,
+                "transaction.state.log.min.isr": 1,
+                "share.coordinator.state.topic.replication.factor": 1,
+                "share.coordinator.state.topic.min.isr": 1,
+                "group.initial.rebalance.delay.ms": 0,
+            })
+        return props
+
+    def _java(self, node: dict) -> list[str]:
+        return ["java", node["heap"], *JVM_OPTIONS,
+                f"-Dlog4j2.configurationFile={node['log4j']}", "-cp", self.classpath]
+
+    def controller_ports(self, exclude=()) -> dict[int, int]:
+        return {i: n["port"] for i, n in self.nodes.items()
+                if n["role"] == "controller" and i not in exclude}
+
+    def broker_ports(self) -> dict[int, int]:
+        return {i: n["port"] for i, n in self.nodes.items() if n["role"] == "broker"}
+
+    def pids(self) -> dict[int, int]:
+        return {i: p.pid for i, p in self.processes.items() if p.poll() is None}
+
+    def format(self) -> None:
+        """StorageTool format of every node with one cluster id (all at once)."""
+        running = [(node_id, subprocess.Popen(
+            self._java(node) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                "-c", str(node["config"])],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            for node_id, node in self.nodes.items()]
+        failed = []
+        for node_id, proc in running:
+            try:
+                out, _ = proc.communicate(timeout=FORMAT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"node {node_id} (exit {proc.returncode}):\n"
+                              f"{out.decode(errors='replace')[-2000:]}")
+        if failed:
+            raise KafkaNodeError("kafka.tools.StorageTool format failed: " + "\n".join(failed))
+
+    def _launch(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        with open(node["log"], "ab") as out:
+            self.processes[node_id] = subprocess.Popen(
+                self._java(node) + ["kafka.Kafka", str(node["config"])],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+    def start(self) -> None:
+        """Start every node's JVM, controllers first."""
+        self.started_at = time.perf_counter()
+        for node_id in self.nodes:
+            self._launch(node_id)
+
+    def leader_id(self, timeout_s: float = 2.0) -> int | None:
+        """The quorum leader a controller names through DescribeQuorum, or None."""
+        import asyncio
+
+        from kraftcore.admin.client import quorum_leader
+
+        for port in self.controller_ports().values():
+            leader = asyncio.run(quorum_leader(("127.0.0.1", port), timeout_s))
+            if leader is not None:
+                return leader
+        return None
+
+    def _check_running(self) -> None:
+        for node_id, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise KafkaNodeError(f"Kafka node {node_id} exited with {proc.returncode}:\n"
+                                     f"{_tail(self.nodes[node_id]['log'])}")
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> int:
+        """Until a leader is known and every broker answers; returns the leader's id."""
+        deadline = time.monotonic() + timeout_s
+        leader = None
+        while True:
+            self._check_running()
+            if leader is None:
+                leader = self.leader_id()
+            if leader is not None and all(_api_versions_ok("127.0.0.1", port)
+                                          for port in self.broker_ports().values()):
+                return leader
+            if time.monotonic() > deadline:
+                raise KafkaNodeError(f"the Kafka cluster in {self.directory} was not ready "
+                                     f"within {timeout_s:.0f}s (leader {leader})")
+            time.sleep(0.1)
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL; the process is reaped later, outside any timing."""
+        proc = self.processes.pop(node_id)
+        proc.kill()
+        self.reap.append(proc)
+
+    def restart(self, node_id: int) -> None:
+        """Start a killed node again on its directories."""
+        for proc in self.reap:
+            proc.wait(STOP_TIMEOUT_S)
+        self.reap = []
+        if node_id in self.processes:
+            raise KafkaNodeError(f"node {node_id} is running")
+        self._launch(node_id)
+
+    def stop(self) -> None:
+        """Stop every process started here: brokers, then controllers (SIGTERM, then
+        SIGKILL after STOP_TIMEOUT_S)."""
+        brokers = [p for i, p in self.processes.items() if self.nodes[i]["role"] == "broker"]
+        controllers = [p for i, p in self.processes.items()
+                       if self.nodes[i]["role"] == "controller"]
+        try:
+            for group in (brokers, controllers):
+                for proc in group:
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                for proc in group:
+                    try:
+                        proc.wait(timeout=STOP_TIMEOUT_S)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(timeout=STOP_TIMEOUT_S)
+        finally:
+            for proc in brokers + controllers + self.reap:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=STOP_TIMEOUT_S)
+            self.processes, self.reap = {}, []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def kafka_cluster(tmpdir: str | os.PathLike, controllers: int = 3, brokers: int = 1,
+                  **options) -> Iterator[KafkaCluster]:
+    """Format and start a `KafkaCluster`, wait until it is ready, yield it; always stopped."""
+    cluster = KafkaCluster(tmpdir, controllers, brokers, **options)
+    try:
+        cluster.format()
+        cluster.start()
+        cluster.wait_ready()
+        yield cluster
+    finally:
+        cluster.stop()
