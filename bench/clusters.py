@@ -1,16 +1,33 @@
-"""A cluster of kraftcore processes for the benchmarks: `kraftcore cluster up` in the
-background, nodes SIGKILLed and restarted by hand, and `down()` stopping every process it
-started, whatever state the run left. Every wait is bounded by WAIT_S (never a timing
-goal)."""
+"""Clusters for the benchmarks, each with `down()` stopping every process it started,
+whatever state the run left:
+
+* `LocalCluster`: kraftcore processes from `kraftcore cluster up` in the background, nodes
+  SIGKILLed and restarted by hand;
+* `FormattedNodes`: kraftcore nodes formatted first, then started with `kraftcore start`
+  one process each (no supervisor), so that a benchmark can time the start itself;
+* `kafka_cluster`: the same shape of real Kafka JVMs (`tests/peers/kafka_node.py`), with
+  the same interface as `LocalCluster`, or the benchmark is skipped when Java or Kafka's
+  jars are missing.
+
+Every wait is bounded by WAIT_S (never a timing goal)."""
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
 
-from kraftcore.runtime.local_cluster import start_node
+from kraftcore.log.meta_properties import format_directories
+from kraftcore.runtime.config import NodeConfig
+from kraftcore.runtime.local_cluster import node_properties, plan, start_node
+from kraftcore.types import Uuid
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _REPO not in sys.path:  # tests.peers.kafka_node, when pytest was not run from the root
+    sys.path.insert(0, _REPO)
+from tests.peers import kafka_node
 
 KRAFTCORE = [sys.executable, "-m", "kraftcore.cli.main"]
 WAIT_S = 60  # bound of every wait for a cluster state (never a timing goal)
@@ -62,6 +79,13 @@ class LocalCluster:
         return {i: n["port"] for i, n in sorted(self.nodes.items())
                 if "controller" not in n["roles"]}
 
+    def pids(self):
+        return {i: n["pid"] for i, n in sorted(self.nodes.items())}
+
+    def metadata_dirs(self):
+        """{node id: the directory of its metadata log}."""
+        return {i: n["dirs"][1] for i, n in sorted(self.nodes.items())}
+
     def kill(self, node_id):
         """SIGKILL the node; a restarted one is reaped later (outside any timing)."""
         os.kill(self.nodes[node_id]["pid"], signal.SIGKILL)
@@ -99,3 +123,103 @@ class LocalCluster:
                     process.wait()
             self.restarted, self.reap = {}, []
             self.log.close()
+
+
+def _pairs(overrides):
+    return [tuple(setting.split("=", 1)) for setting in overrides]
+
+
+class FormattedNodes:
+    """kraftcore nodes written and formatted as `kraftcore cluster up` does (controllers
+    1..C, brokers C+1..), not started: `start()` starts each with `kraftcore start`
+    (`started_at`: `time.perf_counter()` just before the first), `down()` stops them
+    (brokers first, SIGTERM, then SIGKILL)."""
+
+    def __init__(self, directory, controllers, brokers, overrides=()):
+        directory = os.path.abspath(str(directory))
+        nodes, voters = plan(directory, controllers, brokers, False, _pairs(overrides))
+        cluster_id = str(Uuid.random(random.SystemRandom()))
+        self.nodes = {}
+        for node_id, roles, port, node_dir, path in nodes:
+            os.makedirs(node_dir, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(node_properties(node_id, roles, voters, port, node_dir,
+                                        _pairs(overrides)))
+            format_directories(NodeConfig.from_file(path), cluster_id)
+            self.nodes[node_id] = {"roles": roles, "config": path,
+                                   "port": port["controller" if "controller" in roles
+                                                else "broker"]}
+        self.processes = {}
+        self.started_at = None
+
+    def controller_ports(self, exclude=()):
+        return {i: n["port"] for i, n in sorted(self.nodes.items())
+                if "controller" in n["roles"] and i not in exclude}
+
+    def pids(self):
+        return {i: p.pid for i, p in sorted(self.processes.items())}
+
+    def start(self):
+        self.started_at = time.perf_counter()
+        for node_id, node in self.nodes.items():
+            self.processes[node_id] = start_node(node["config"])
+
+    def down(self):
+        groups = ([p for i, p in self.processes.items()
+                   if "controller" not in self.nodes[i]["roles"]],
+                  [p for i, p in self.processes.items() if "controller" in self.nodes[i]["roles"]])
+        try:
+            for group in groups:
+                for process in group:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+                for process in group:
+                    try:
+                        process.wait(WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
+        finally:
+            for process in self.processes.values():
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            self.processes = {}
+
+
+class KafkaPeerCluster(kafka_node.KafkaCluster):
+    """`tests.peers.kafka_node.KafkaCluster` with `LocalCluster`'s names."""
+
+    def down(self):
+        self.stop()
+
+    def metadata_dirs(self):
+        return {i: str(n["metadata_dir"]) for i, n in self.nodes.items()}
+
+
+def kafka_available():
+    """Skips the calling test (fails it under CI) when Java or Kafka's jars are missing."""
+    kafka_node.kafka_jars_for_tests()
+
+
+def kafka_settings(overrides):
+    """kraftcore's `--set key=value` overrides as the properties Kafka is given."""
+    return dict(_pairs(overrides))
+
+
+def kafka_cluster(directory, controllers, brokers, overrides=(), start=True):
+    """A real Kafka cluster of `controllers` + `brokers` JVMs with the same overrides as a
+    kraftcore cluster; formatted, and (with `start`) started and ready. The caller stops it
+    with `down()` in a `finally`; a cluster that fails to come up is stopped here."""
+    kafka_available()
+    cluster = KafkaPeerCluster(directory, controllers, brokers,
+                               properties=kafka_settings(overrides))
+    try:
+        cluster.format()
+        if start:
+            cluster.start()
+            cluster.wait_ready()
+    except BaseException:
+        cluster.down()
+        raise
+    return cluster

@@ -1,15 +1,42 @@
 """Nodes over sockets: kraftcore node processes on 127.0.0.1 (`kraftcore cluster up`),
-measured from this process over TCP with `kraftcore.net.Connection` and Kafka's messages.
+measured from this process over TCP with `kraftcore.net.Connection` and Kafka's messages,
+and, beside them in the same run, a real Apache Kafka 4.4 cluster of the same shape driven
+by the same load generator (the functions below, whichever cluster they are given).
 
-* `cluster-commit-throughput`: 3 controller processes (no broker), Kafka's default
-  configuration; kraftcore fsyncs every append before it counts towards the high watermark.
+The Kafka peer (`clusters.kafka_cluster`, `tests/peers/kafka_node.py`): 3 JVMs with
+`process.roles=controller` (-Xmx384m) and 1 with `process.roles=broker` (-Xmx512m),
+static `controller.quorum.voters` as kraftcore's clusters have, Kafka's defaults, and
+exactly the overrides the kraftcore cluster of the same row gets. Its rows are skipped (with
+the reason) when Java or Kafka's jars are missing. The load goes where it goes on kraftcore:
+controller writes to the active controller's controller listener (KIP-919), Metadata to
+the broker. Rows that compare the two (parameter `system`: `kraftcore`, `apache-kafka`):
+
+* `cluster-writes-<operation>-<in flight>`: controller writes, 3 controllers and 1 broker,
+  IncrementalAlterConfigs (the cluster's `min.insync.replicas`, one ConfigRecord) and
+  CreateTopics (a new topic of 1 partition, replication factor 1), each at 1 and at 1024
+  in flight. 1024 in flight are 1024 connections with one request each: Kafka reads a
+  connection's next request only after answering the one before (16 x 64 would be 16 in
+  flight there). Rounds of 100 / 10,240 / 50 / 2,048 operations after one warm-up round;
+  ops/s = operations / median round; latency p50 / p99 over every measured operation. The
+  IncrementalAlterConfigs rows run first, while the cluster has one topic: Kafka's
+  controller visits every partition when the cluster-wide `min.insync.replicas` changes.
+  After these rows, `test_resident_memory` reads each node's VmRSS (/proc/PID/status), as
+  the fixture did once the cluster was up.
+* `cluster-start-to-leader`: a new cluster formatted (not timed), its 4 processes started
+  (kraftcore: `kraftcore start` per node; Kafka: `kafka.Kafka` per JVM); timed: the first
+  process start -> a controller names the leader in a DescribeQuorum answer (every
+  controller asked every 10 ms). 5 trials.
+* `cluster-failover-*` and `cluster-metadata-propagation` (below) for both.
+
+* `cluster-commit-throughput` (kraftcore and PySyncObj): 3 controller processes (no
+  broker), Kafka's default configuration; kraftcore fsyncs every append before it counts
+  towards the high watermark.
   The client keeps 1024 IncrementalAlterConfigs requests in flight to the active controller
   (16 connections x 64, kraftcore's per-connection limit), each one setting the cluster
   default `min.insync.replicas` (one ConfigRecord per request). The controller answers only
   once the record is committed, so a response is a committed operation. One round is
   10,240 operations; ops/s = operations / median round time; latency = request sent to
-  response received, p50 / p99 over every measured operation. `kraftcore-serial` is the
-  same with one request at a time (the latency of one commit through two fsyncs).
+  response received, p50 / p99 over every measured operation.
   Peer in the same run: PySyncObj, 3 processes on 127.0.0.1 replicating a counter, with
   its batching on (`appendEntriesUseBatch=True`, `commandsQueueSize=100000`), at its
   default `appendEntriesPeriod` (100 ms) and at 2 ms. The load runs inside the leader's
@@ -29,8 +56,10 @@ measured from this process over TCP with `kraftcore.net.Connection` and Kafka's 
 * `cluster-failover-*`: 3 controllers and 1 broker; 20 trials, each: SIGKILL of the active
   controller, then the time until a write (IncrementalAlterConfigs) is committed through
   the new active controller: both survivors are asked every 5 ms (+ one loopback round trip)
-  until one answers without error. Between trials (not timed) the killed node is restarted
-  with `kraftcore start` and the quorum waits until every voter has the high watermark.
+  until one answers without error (a Kafka controller that is not active answers
+  NOT_CONTROLLER). Between trials (not timed) the killed node is restarted (`kraftcore
+  start`, or its JVM) and the quorum waits until every voter has the high watermark and the
+  restarted one has fetched.
   With Kafka's defaults (fetch timeout 2000 ms; goal p50 <= 3000 ms) and with
   `controller.quorum.fetch.timeout.ms=300`, `controller.quorum.election.timeout.ms=150`
   (goal p50 <= 600 ms).
@@ -39,7 +68,9 @@ measured from this process over TCP with `kraftcore.net.Connection` and Kafka's 
   answered without error must be present afterwards: in the Metadata answer of every node
   (3 controllers, 1 broker) at the end of the run, and in every node's metadata log on
   disk after the cluster stopped (`kraftcore metadata-shell --dir ... ls
-  /image/topics/byName`). Also, the high watermark of the new leader is never below the one
+  /image/topics/byName`). For Kafka, the same check on the broker's Metadata answer
+  (Kafka's controllers do not serve Metadata, and its 4.4 logs hold record types kraftcore's
+  metadata-shell does not replay). Also, the high watermark of the new leader is never below the one
   the old leader reported before the kill. Requests in flight at the kill are of unknown
   outcome and are not checked either way.
 * `cluster-metadata-propagation`: 3 controllers and 1 broker, Kafka's defaults; 300
@@ -54,8 +85,11 @@ measured from this process over TCP with `kraftcore.net.Connection` and Kafka's 
   the commit itself; also reported: first answer showing the topic - CreateTopics response
   (negative when the broker had it first). Goal: p99 <= 50 ms, read on the upper bound.
 
-Goals are printed as MET / NOT MET at the end of the run; nothing asserts on a timing. Every
-process started here is stopped in a `finally`.
+Goals are printed as MET / NOT MET at the end of the run, and each row kraftcore shares
+with Kafka as "cluster vs kafka-4.4.0 MET / NOT MET" with kraftcore's ratio (above 1x:
+kraftcore ahead); nothing asserts on a timing. Every process started here is stopped in a
+`finally`. KRAFTCORE_BENCH_CLUSTER_SCALE=0.1 runs a tenth of the trials, samples and rounds
+(at least 2 of each) for a quick check.
 
 Run alone: .venv/bin/python -m pytest bench/test_bench_cluster.py -q -p no:cacheprovider
 """
@@ -77,10 +111,24 @@ from kraftcore.errors import KraftcoreError
 from kraftcore.net import Connection
 from kraftcore.protocol import messages as m
 
-from clusters import KRAFTCORE, WAIT_S, LocalCluster, wait_until
+from clusters import (KRAFTCORE, WAIT_S, FormattedNodes, LocalCluster, kafka_available,
+                      kafka_cluster, kafka_node, wait_until)
 
 CONNECT_TIMEOUT_MS = 2000
 CLIENT_ID = "kraftcore-bench"
+
+# KRAFTCORE_BENCH_CLUSTER_SCALE=0.1 scales the trials, samples and rounds down (never below
+# a floor of 1 or 2), for quick runs while developing; documented numbers use the default 1.
+SCALE = float(os.environ.get("KRAFTCORE_BENCH_CLUSTER_SCALE", "1"))
+
+
+def scaled(count, least=2):
+    return max(least, round(count * SCALE))
+
+
+# The systems of the comparison rows (parameter ids) and their names in the reports.
+SYSTEMS = ("kraftcore", "apache-kafka")
+PEERS = {"kraftcore": "kraftcore", "apache-kafka": f"kafka-{kafka_node.kafka_version()}"}
 
 # Commit throughput.
 CONNECTIONS = 16
@@ -88,8 +136,7 @@ INFLIGHT_PER_CONNECTION = 64  # kraftcore.limits.NET_(SERVER_)INFLIGHT_REQUESTS_
 WINDOW = CONNECTIONS * INFLIGHT_PER_CONNECTION
 OPS_PER_ROUND = 10 * WINDOW
 # A round of the fastest row lasts ~30 ms: the median of 10 is not moved by one stall.
-THROUGHPUT_ROUNDS = 10
-SERIAL_OPS = 300
+THROUGHPUT_ROUNDS = scaled(10)
 THROUGHPUT_GOAL_RATIO = 10.0
 PYSYNCOBJ_BATCH = {"appendEntriesUseBatch": True, "commandsQueueSize": 100_000}
 PYSYNCOBJ_CONFIGS = {
@@ -98,7 +145,7 @@ PYSYNCOBJ_CONFIGS = {
 }
 
 # Failover.
-FAILOVER_TRIALS = 20
+FAILOVER_TRIALS = scaled(20)
 PROBE_PAUSE_S = 0.005
 STREAM_INFLIGHT = 4
 STREAM_ACKED_BEFORE_KILL = 3
@@ -110,7 +157,24 @@ FAILOVER_CONFIGS = {
 }
 
 # Propagation.
-PROPAGATION_SAMPLES = 300
+PROPAGATION_SAMPLES = scaled(300, 20)
+
+# Controller writes, kraftcore and Kafka: row -> (operation, connections, requests in flight
+# per connection, operations per round, measured rounds, warm-up rounds). 1024 in flight
+# are 1024 connections with one request each: a Kafka server reads a connection's next
+# request only once it has answered the one before, so 16 x 64 would be 16 in flight there.
+# IncrementalAlterConfigs rows run first, on a cluster with one topic: Kafka's controller
+# visits every partition when the cluster's min.insync.replicas changes.
+WRITE_ROWS = {
+    "alter-configs-1": ("alter-configs", 1, 1, 100, scaled(3), 1),
+    "alter-configs-1024": ("alter-configs", 1024, 1, OPS_PER_ROUND, THROUGHPUT_ROUNDS, 1),
+    "create-topics-1": ("create-topics", 1, 1, 50, scaled(3), 1),
+    "create-topics-1024": ("create-topics", 1024, 1, 2 * 1024, scaled(3), 1),
+}
+
+# Start: trials of a freshly formatted cluster (3 controllers, 1 broker).
+START_TRIALS = scaled(5)
+START_POLL_S = 0.01
 PROPAGATION_GOAL_MS = 50.0
 
 CONFIG_BROKER = 4  # ConfigResource type of a broker (resource name "" = cluster default)
@@ -259,37 +323,64 @@ async def _create_acked(client, port, name):
     raise AssertionError(f"CreateTopics {name} kept failing with error {last}")
 
 
-# ------------------------------------------------------------------------------ throughput
-
-@pytest.fixture(scope="module")
-def commit_cluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("commit") / "cluster", 3, 0)
-    try:
-        yield cluster
-    finally:
-        cluster.down()
+def start_cluster(system, directory, brokers=1, overrides=()):
+    """3 controllers and `brokers` brokers of `system`, up and with a leader; the caller
+    stops it with `down()` in a `finally`. Kafka is skipped without Java or its jars."""
+    if system == "kraftcore":
+        return LocalCluster(directory, 3, brokers, overrides)
+    return kafka_cluster(directory, 3, brokers, overrides)
 
 
-def _kraftcore_rounds(benchmark, cluster, connections, per_connection, ops, rounds, warmup):
+def rss_kib(pids):
+    """{node id: VmRSS in KiB} from /proc/PID/status."""
+    out = {}
+    for node_id, pid in pids.items():
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    out[node_id] = int(line.split()[1])
+    return out
+
+
+def _write_body(op, k, i, names):
+    if op == "alter-configs":
+        return alter_configs_body(1 + (k + i) % 3)
+    return create_topics_body([next(names)])
+
+
+def _error_code(op, response):
+    if op == "alter-configs":
+        return response.responses[0].error_code
+    return response.topics[0].error_code
+
+
+def _write_rounds(benchmark, cluster, op, connections, per_connection, ops, rounds, warmup,
+                  prefix="writes"):
+    """Rounds of `ops` controller writes sent to the active controller, `connections` x
+    `per_connection` in flight; returns (latencies of the measured rounds, error codes,
+    operations per round)."""
     loop = _new_loop()
     client = Client()
     latencies = []  # one list per round, warm-up rounds first
     errors = []
+    names = (f"{prefix}-{j}" for j in range(10_000_000))
     try:
         part = loop.run_until_complete(_wait_for_leader(client, cluster.controller_ports()))
         port = cluster.controller_ports()[part.leader_id]
         conns = [loop.run_until_complete(open_connection(port)) for _ in range(connections)]
-        version = newest(m.IncrementalAlterConfigsRequest)
+        cls = m.IncrementalAlterConfigsRequest if op == "alter-configs" else \
+            m.CreateTopicsRequest
+        version = newest(cls)
         per_worker = ops // (connections * per_connection)
 
         async def worker(conn, k, lat):
             for i in range(per_worker):
-                body = alter_configs_body(1 + (k + i) % 3)
+                body = _write_body(op, k, i, names)
                 start = time.perf_counter()
                 r = await conn.send(body, version)
                 lat.append(time.perf_counter() - start)
-                if r.responses[0].error_code:
-                    errors.append(r.responses[0].error_code)
+                if _error_code(op, r):
+                    errors.append(_error_code(op, r))
 
         async def one_round():
             lat = []
@@ -307,20 +398,23 @@ def _kraftcore_rounds(benchmark, cluster, connections, per_connection, ops, roun
     return measured, errors, per_worker * connections * per_connection
 
 
+# ------------------------------------------------------------------------------ throughput
+
+@pytest.fixture(scope="module")
+def commit_cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("commit") / "cluster", 3, 0)
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
 @pytest.mark.benchmark(group="cluster-commit-throughput")
 def test_commit_throughput_kraftcore(benchmark, commit_cluster):
-    lat, errors, ops = _kraftcore_rounds(benchmark, commit_cluster, CONNECTIONS,
-                                         INFLIGHT_PER_CONNECTION, OPS_PER_ROUND,
-                                         THROUGHPUT_ROUNDS, 1)
+    lat, errors, ops = _write_rounds(benchmark, commit_cluster, "alter-configs", CONNECTIONS,
+                                     INFLIGHT_PER_CONNECTION, OPS_PER_ROUND, THROUGHPUT_ROUNDS, 1)
     assert not errors, f"{len(errors)} operations failed: {sorted(set(errors))}"
     _record_throughput(benchmark, "kraftcore-3-controllers-fsync", ops, WINDOW, lat)
-
-
-@pytest.mark.benchmark(group="cluster-commit-serial")
-def test_commit_serial_kraftcore(benchmark, commit_cluster):
-    lat, errors, ops = _kraftcore_rounds(benchmark, commit_cluster, 1, 1, SERIAL_OPS, 1, 0)
-    assert not errors, f"{len(errors)} operations failed: {sorted(set(errors))}"
-    _record_throughput(benchmark, "kraftcore-serial", ops, 1, lat)
 
 
 def _record_throughput(benchmark, peer, ops, window, latencies, **extra):
@@ -700,6 +794,119 @@ def _kraftcore_node(config_path):
     asyncio.run(main())
 
 
+# ------------------------------------------------------------------------------ writes vs Kafka
+
+@pytest.fixture(scope="module", params=SYSTEMS)
+def write_cluster(request, tmp_path_factory):
+    """(system, cluster): 3 controllers and 1 broker, Kafka's defaults, one topic created;
+    the resident memory of each node is noted once it is up."""
+    system = request.param
+    cluster = start_cluster(system, tmp_path_factory.mktemp(f"writes-{system}") / "cluster")
+    try:
+        loop = _new_loop()
+        client = Client()
+        try:
+            ports = cluster.controller_ports()
+            part = loop.run_until_complete(_wait_for_leader(client, ports))
+            loop.run_until_complete(_create_acked(client, ports[part.leader_id],
+                                                  "writes-first"))
+        finally:
+            _close_loop(loop, client)
+        _STATE.setdefault("rss", {})[system] = {
+            "after_start": rss_kib(cluster.pids()), "leader_after_start": part.leader_id,
+            "brokers": sorted(cluster.broker_ports())}
+        yield system, cluster
+    finally:
+        cluster.down()
+
+
+@pytest.mark.parametrize("row", [
+    pytest.param(r, marks=pytest.mark.benchmark(group=f"cluster-writes-{r}"))
+    for r in WRITE_ROWS])
+def test_controller_writes(benchmark, write_cluster, row):
+    system, cluster = write_cluster
+    op, connections, per_connection, ops, rounds, warmup = WRITE_ROWS[row]
+    lat, errors, done = _write_rounds(benchmark, cluster, op, connections, per_connection,
+                                      ops, rounds, warmup, prefix=row)
+    assert not errors, f"{len(errors)} operations failed: {sorted(set(errors))}"
+    if benchmark.stats is None:  # --benchmark-disable: nothing was timed
+        return
+    median = benchmark.stats.stats.median
+    p50, p99 = percentile(lat, 50), percentile(lat, 99)
+    window = connections * per_connection
+    benchmark.extra_info.update(peer=PEERS[system], records=done, window=window,
+                                connections=connections, ops_per_s=done / median,
+                                latency_p50_ms=p50 * 1e3, latency_p99_ms=p99 * 1e3)
+    _STATE.setdefault("writes", {}).setdefault(row, {})[system] = {
+        "ops_per_s": done / median, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
+        "window": window, "connections": connections}
+
+
+def test_resident_memory(write_cluster):
+    """After the write rows (same cluster, same module-scoped fixture): each node's VmRSS."""
+    system, cluster = write_cluster
+    row = _STATE["rss"][system]
+    row["after_load"] = rss_kib(cluster.pids())
+    loop = _new_loop()
+    client = Client()
+    try:
+        part = loop.run_until_complete(_wait_for_leader(client, cluster.controller_ports()))
+        row["leader_after_load"] = part.leader_id
+    finally:
+        _close_loop(loop, client)
+
+
+async def _first_leader(client, ports):
+    """Ask every controller for the leader every START_POLL_S until one names it; returns
+    perf_counter at that answer."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        part = await client.quorum(ports)
+        if part is not None and part.leader_id >= 0:
+            return time.perf_counter()
+        await asyncio.sleep(START_POLL_S)
+    raise AssertionError("no quorum leader")
+
+
+@pytest.mark.benchmark(group="cluster-start-to-leader")
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_start_to_leader(benchmark, tmp_path, system):
+    """Per trial, a new cluster formatted (not timed), then its 4 processes started; timed:
+    the first start -> a controller names the leader in a DescribeQuorum answer."""
+    if system != "kraftcore":
+        kafka_available()
+    clusters, times_ms = [], []
+    loop = _new_loop()
+    try:
+        def setup():
+            if clusters:
+                clusters[-1].down()
+            directory = tmp_path / f"cluster-{len(clusters)}"
+            clusters.append(FormattedNodes(directory, 3, 1) if system == "kraftcore" else
+                            kafka_cluster(directory, 3, 1, start=False))
+            return (clusters[-1],), {}
+
+        def trial(cluster):
+            client = Client()
+            try:
+                cluster.start()
+                led = loop.run_until_complete(_first_leader(client, cluster.controller_ports()))
+                times_ms.append((led - cluster.started_at) * 1e3)
+            finally:
+                loop.run_until_complete(client.close())
+
+        benchmark.pedantic(trial, setup=setup, rounds=START_TRIALS)
+    finally:
+        try:
+            for cluster in clusters:
+                cluster.down()
+        finally:
+            loop.close()
+    benchmark.extra_info.update(peer=PEERS[system], start_to_leader_ms=times_ms,
+                                p50_ms=percentile(times_ms, 50))
+    _STATE.setdefault("start", {})[system] = {"times_ms": times_ms}
+
+
 # ------------------------------------------------------------------------------ failover
 
 async def _stream_creates(port, prefix, acked, unknown, refused, stop_after, started):
@@ -803,9 +1010,10 @@ def _metadata_shell_topics(directory):
 @pytest.mark.parametrize("config", [
     pytest.param(c, marks=pytest.mark.benchmark(group=f"cluster-failover-{c}"))
     for c in FAILOVER_CONFIGS])
-def test_failover(benchmark, tmp_path, config):
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_failover(benchmark, tmp_path, config, system):
     overrides, fetch_timeout_ms, goal_ms = FAILOVER_CONFIGS[config]
-    cluster = LocalCluster(tmp_path / "cluster", 3, 1, overrides)
+    cluster = start_cluster(system, tmp_path / "cluster", 1, overrides)
     loop = _new_loop()
     client = Client()
     acked, unknown, refused = [], [], []
@@ -868,7 +1076,9 @@ def test_failover(benchmark, tmp_path, config):
         trials[-1]["epoch_after"] = part.leader_epoch
         if part.high_watermark < trials[-1]["hw_before"]:
             hw_violations.append((len(trials), part.high_watermark, trials[-1]["hw_before"]))
-        every_port = {**cluster.controller_ports(), **cluster.broker_ports()}
+        # Kafka's controllers do not serve Metadata: there only the broker is asked
+        every_port = {**cluster.controller_ports(), **cluster.broker_ports()} \
+            if system == "kraftcore" else cluster.broker_ports()
         for node_id, port in every_port.items():
             deadline = time.monotonic() + 10
             while True:
@@ -885,32 +1095,37 @@ def test_failover(benchmark, tmp_path, config):
             _close_loop(loop, client)
         finally:
             cluster.down()
-    disk_missing = {node_id: sorted(set(acked) - _metadata_shell_topics(node["dirs"][1]))
-                    for node_id, node in cluster.nodes.items()}
+    # On disk, kraftcore's metadata-shell reads kraftcore's logs (Kafka 4.4's carry record
+    # types it does not replay)
+    disk_missing = {node_id: sorted(set(acked) - _metadata_shell_topics(directory))
+                    for node_id, directory in cluster.metadata_dirs().items()} \
+        if system == "kraftcore" else {}
     times_ms = [t["ms"] for t in trials if "ms" in t]
     lost = sum(map(len, live_missing.values())) + sum(map(len, disk_missing.values()))
     same_leader = [t for t in trials if t.get("new_leader") == t["killed"]]
     assert not same_leader, f"a killed node answered a write: {same_leader}"
     benchmark.extra_info.update(
-        peer=f"kraftcore-{config}", fetch_timeout_ms=fetch_timeout_ms, overrides=list(overrides),
+        peer=PEERS[system], fetch_timeout_ms=fetch_timeout_ms, overrides=list(overrides),
         failover_ms=times_ms, p50_ms=percentile(times_ms, 50), p99_ms=percentile(times_ms, 99),
         acked_topics=len(acked), unknown_outcome=len(unknown),
         unknown_outcome_committed=unknown_present, refused=len(refused),
         missing_live=live_missing, missing_on_disk=disk_missing, hw_violations=hw_violations,
         trials=[{k: t.get(k) for k in ("killed", "new_leader", "ms", "epoch_before",
                                        "epoch_after")} for t in trials])
-    _STATE.setdefault("failover", {})[config] = {
+    _STATE.setdefault("failover", {}).setdefault(config, {})[system] = {
         "times_ms": times_ms, "goal_ms": goal_ms, "fetch_timeout_ms": fetch_timeout_ms,
         "acked": len(acked), "unknown": len(unknown), "unknown_present": unknown_present,
         "lost": lost, "refused": len(refused),
-        "hw_violations": len(hw_violations), "nodes": len(cluster.nodes)}
+        "hw_violations": len(hw_violations), "nodes": len(live_missing),
+        "on_disk": bool(disk_missing)}
 
 
 # ------------------------------------------------------------------------------ propagation
 
 @pytest.mark.benchmark(group="cluster-metadata-propagation")
-def test_metadata_propagation(benchmark, tmp_path):
-    cluster = LocalCluster(tmp_path / "cluster", 3, 1)
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_metadata_propagation(benchmark, tmp_path, system):
+    cluster = start_cluster(system, tmp_path / "cluster")
     loop = _new_loop()
     client = Client()
     rng = random.Random(0x70726F70)
@@ -989,14 +1204,23 @@ def test_metadata_propagation(benchmark, tmp_path):
         "before_response": sum(1 for x in from_response if x <= 0),
         "create_p50_ms": percentile(commit, 50), "create_p99_ms": percentile(commit, 99),
         "resolution_ms": percentile(rtts, 50) * 1e3, "samples": len(measured)}
-    benchmark.extra_info.update(peer="kraftcore-broker-image", **row)
-    _STATE["propagation"] = row
+    benchmark.extra_info.update(peer=PEERS[system], **row)
+    _STATE.setdefault("propagation", {})[system] = row
 
 
 # ------------------------------------------------------------------------------ goals
 
 def _status(ok):
     return "MET" if ok else "NOT MET"
+
+
+def _vs_kafka(tr, what, ours, theirs, higher_is_better, unit, detail=""):
+    """One "cluster vs Kafka" line: MET when kraftcore is ahead; the ratio is kraftcore's
+    advantage (above 1x: ahead), whatever the direction of the measure."""
+    ratio = ours / theirs if higher_is_better else theirs / ours
+    kafka = PEERS["apache-kafka"]
+    tr.write_line(f"cluster vs {kafka} {_status(ratio > 1)}: {what} -- kraftcore "
+                  f"{ours:,.1f} {unit}, {kafka} {theirs:,.1f} {unit}: {ratio:.2f}x" + detail)
 
 
 def terminal_summary(tr):
@@ -1013,7 +1237,7 @@ def terminal_summary(tr):
     if peers:
         best_name, best = max(peers.items(), key=lambda item: item[1]["ops_per_s"])
     for name, ours in rows.items() if peers else ():
-        if not name.startswith("kraftcore") or name == "kraftcore-serial":
+        if not name.startswith("kraftcore"):
             continue
         ratio = ours["ops_per_s"] / best["ops_per_s"]
         tr.write_line(
@@ -1022,26 +1246,57 @@ def terminal_summary(tr):
             f"fsync) -- {ours['ops_per_s']:,.0f} vs {best['ops_per_s']:,.0f} ({best_name}): "
             f"{ratio:.2f}x; vs each: " + ", ".join(
                 f"{p} {ours['ops_per_s'] / r['ops_per_s']:.2f}x" for p, r in peers.items()))
-    for config, row in _STATE.get("failover", {}).items():
-        times = row["times_ms"]
-        if not times:
-            continue
-        p50 = percentile(times, 50)
-        tr.write_line(
-            f"cluster goal {_status(p50 <= row['goal_ms'])}: failover after SIGKILL of "
-            f"the leader ({config}, fetch timeout {row['fetch_timeout_ms']} ms), "
-            f"{len(times)} trials, p50 <= {row['goal_ms']} ms -- p50 {p50:.0f} ms, "
-            f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
-            f"max {max(times):.0f} ms")
-        ok = row["lost"] == 0 and row["hw_violations"] == 0
-        tr.write_line(
-            f"cluster goal {_status(ok)}: zero committed records lost ({config}) -- "
-            f"{row['acked']} acknowledged topics checked on {row['nodes']} nodes (live "
-            f"Metadata and metadata-shell on disk): {row['lost']} missing; high "
-            f"watermark went back {row['hw_violations']} times; {row['unknown']} "
-            f"CreateTopics in flight at a kill (outcome unknown, not checked; "
-            f"{row['unknown_present']} of them took effect)")
-    row = _STATE.get("propagation")
+    for row_name, by_system in _STATE.get("writes", {}).items():
+        for system, row in by_system.items():
+            tr.write_line(f"cluster writes {row_name} {PEERS[system]}: "
+                          f"{row['ops_per_s']:,.0f} committed ops/s, {row['window']} in "
+                          f"flight ({row['connections']} connections), latency p50 "
+                          f"{row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms")
+        ours, theirs = by_system.get("kraftcore"), by_system.get("apache-kafka")
+        if ours and theirs:
+            _vs_kafka(tr, f"controller writes {row_name}, committed ops/s",
+                      ours["ops_per_s"], theirs["ops_per_s"], True, "ops/s",
+                      f"; latency p50 {theirs['p50_ms'] / ours['p50_ms']:.2f}x, p99 "
+                      f"{theirs['p99_ms'] / ours['p99_ms']:.2f}x")
+    for config, by_system in _STATE.get("failover", {}).items():
+        for system, row in by_system.items():
+            times = row["times_ms"]
+            if not times:
+                continue
+            p50 = percentile(times, 50)
+            name = PEERS[system]
+            if system == "kraftcore":
+                tr.write_line(
+                    f"cluster goal {_status(p50 <= row['goal_ms'])}: failover after SIGKILL "
+                    f"of the leader ({config}, fetch timeout {row['fetch_timeout_ms']} ms), "
+                    f"{len(times)} trials, p50 <= {row['goal_ms']} ms -- p50 {p50:.0f} ms, "
+                    f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
+                    f"max {max(times):.0f} ms")
+            else:
+                tr.write_line(
+                    f"cluster failover {name} ({config}, fetch timeout "
+                    f"{row['fetch_timeout_ms']} ms): {len(times)} trials, p50 {p50:.0f} ms, "
+                    f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
+                    f"max {max(times):.0f} ms")
+            ok = row["lost"] == 0 and row["hw_violations"] == 0
+            where = "live Metadata and metadata-shell on disk" if row["on_disk"] else \
+                "live Metadata of the broker"
+            tr.write_line(
+                f"cluster {'goal' if system == 'kraftcore' else 'check'} {_status(ok)}: zero "
+                f"committed records lost ({name}, {config}) -- {row['acked']} acknowledged "
+                f"topics checked on {row['nodes']} nodes ({where}): {row['lost']} missing; "
+                f"high watermark went back {row['hw_violations']} times; {row['unknown']} "
+                f"CreateTopics in flight at a kill (outcome unknown, not checked; "
+                f"{row['unknown_present']} of them took effect)")
+        ours, theirs = by_system.get("kraftcore"), by_system.get("apache-kafka")
+        if ours and theirs and ours["times_ms"] and theirs["times_ms"]:
+            p90_ours = percentile(ours["times_ms"], 90)
+            _vs_kafka(tr, f"failover ({config}), SIGKILL of the active controller -> first "
+                      f"committed write, p50", percentile(ours["times_ms"], 50),
+                      percentile(theirs["times_ms"], 50), False, "ms",
+                      f"; p90 {percentile(theirs['times_ms'], 90) / p90_ours:.2f}x")
+    by_system = _STATE.get("propagation", {})
+    row = by_system.get("kraftcore")
     if row:
         tr.write_line(
             f"cluster goal {_status(row['p99_ms'] <= PROPAGATION_GOAL_MS)}: metadata "
@@ -1054,6 +1309,52 @@ def terminal_summary(tr):
             f"image before the response arrived); CreateTopics itself p50 "
             f"{row['create_p50_ms']:.2f} ms; resolution one Metadata round trip, p50 "
             f"{row['resolution_ms']:.2f} ms")
+    theirs = by_system.get("apache-kafka")
+    if theirs:
+        tr.write_line(
+            f"cluster propagation {PEERS['apache-kafka']}: CreateTopics sent -> topic in the "
+            f"broker's Metadata p50 {theirs['p50_ms']:.2f} ms, p99 {theirs['p99_ms']:.2f} ms, "
+            f"max {theirs['max_ms']:.2f} ms over {theirs['samples']} samples; from the "
+            f"CreateTopics response p50 {theirs['from_response_p50_ms']:+.2f} ms; "
+            f"CreateTopics itself p50 {theirs['create_p50_ms']:.2f} ms; resolution p50 "
+            f"{theirs['resolution_ms']:.2f} ms")
+    if row and theirs:
+        for stat in ("p50", "p99"):
+            _vs_kafka(tr, f"metadata propagation, CreateTopics sent -> broker's Metadata, "
+                      f"{stat}", row[f"{stat}_ms"], theirs[f"{stat}_ms"], False, "ms")
+    start = _STATE.get("start", {})
+    for system, row in start.items():
+        times = row["times_ms"]
+        tr.write_line(f"cluster start {PEERS[system]}: first process started -> leader "
+                      f"named by DescribeQuorum, {len(times)} trials: p50 "
+                      f"{percentile(times, 50):.0f} ms, min {min(times):.0f}, max "
+                      f"{max(times):.0f} ms")
+    if "kraftcore" in start and "apache-kafka" in start:
+        _vs_kafka(tr, "start -> elected leader, p50",
+                  percentile(start["kraftcore"]["times_ms"], 50),
+                  percentile(start["apache-kafka"]["times_ms"], 50), False, "ms")
+    rss = _STATE.get("rss", {})
+    for system, row in rss.items():
+        for when in ("after_start", "after_load"):
+            if when not in row:
+                continue
+            leader = row["leader_after_start" if when == "after_start" else "leader_after_load"]
+            tr.write_line(f"cluster memory {PEERS[system]} {when.replace('_', ' ')}: VmRSS "
+                          + ", ".join(f"node {i} ({_role(row, i, leader)}) {kib / 1024:.0f} MiB"
+                                      for i, kib in row[when].items()))
+    if "kraftcore" in rss and "apache-kafka" in rss:
+        for when in ("after_start", "after_load"):
+            ours, theirs = rss["kraftcore"].get(when), rss["apache-kafka"].get(when)
+            if ours and theirs:
+                _vs_kafka(tr, f"resident memory {when.replace('_', ' ')}, the largest node",
+                          max(ours.values()) / 1024, max(theirs.values()) / 1024, False, "MiB",
+                          f"; all nodes {sum(theirs.values()) / sum(ours.values()):.2f}x")
+
+
+def _role(row, node_id, leader):
+    if node_id in row["brokers"]:
+        return "broker"
+    return "active controller" if node_id == leader else "controller"
 
 
 if __name__ == "__main__":
