@@ -829,6 +829,7 @@ def test_controller_writes(benchmark, write_cluster, row):
     lat, errors, done = _write_rounds(benchmark, cluster, op, connections, per_connection,
                                       ops, rounds, warmup, prefix=row)
     assert not errors, f"{len(errors)} operations failed: {sorted(set(errors))}"
+    rss = _STATE["rss"][system].setdefault("after_rows", {})[row] = rss_kib(cluster.pids())
     if benchmark.stats is None:  # --benchmark-disable: nothing was timed
         return
     median = benchmark.stats.stats.median
@@ -836,7 +837,8 @@ def test_controller_writes(benchmark, write_cluster, row):
     window = connections * per_connection
     benchmark.extra_info.update(peer=PEERS[system], records=done, window=window,
                                 connections=connections, ops_per_s=done / median,
-                                latency_p50_ms=p50 * 1e3, latency_p99_ms=p99 * 1e3)
+                                latency_p50_ms=p50 * 1e3, latency_p99_ms=p99 * 1e3,
+                                rss_kib_after=rss)
     _STATE.setdefault("writes", {}).setdefault(row, {})[system] = {
         "ops_per_s": done / median, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
         "window": window, "connections": connections}
@@ -1333,22 +1335,30 @@ def terminal_summary(tr):
         _vs_kafka(tr, "start -> elected leader, p50",
                   percentile(start["kraftcore"]["times_ms"], 50),
                   percentile(start["apache-kafka"]["times_ms"], 50), False, "ms")
-    rss = _STATE.get("rss", {})
-    for system, row in rss.items():
-        for when in ("after_start", "after_load"):
-            if when not in row:
-                continue
-            leader = row["leader_after_start" if when == "after_start" else "leader_after_load"]
-            tr.write_line(f"cluster memory {PEERS[system]} {when.replace('_', ' ')}: VmRSS "
-                          + ", ".join(f"node {i} ({_role(row, i, leader)}) {kib / 1024:.0f} MiB"
-                                      for i, kib in row[when].items()))
+    rss = {system: _rss_points(row) for system, row in _STATE.get("rss", {}).items()}
+    for system, points in rss.items():
+        for when, (by_node, leader) in points.items():
+            tr.write_line(f"cluster memory {PEERS[system]} {when}: VmRSS " + ", ".join(
+                f"node {i} ({_role(_STATE['rss'][system], i, leader)}) {kib / 1024:.0f} MiB"
+                for i, kib in by_node.items()))
     if "kraftcore" in rss and "apache-kafka" in rss:
-        for when in ("after_start", "after_load"):
-            ours, theirs = rss["kraftcore"].get(when), rss["apache-kafka"].get(when)
-            if ours and theirs:
-                _vs_kafka(tr, f"resident memory {when.replace('_', ' ')}, the largest node",
+        for when, (ours, _) in rss["kraftcore"].items():
+            theirs = rss["apache-kafka"].get(when, (None,))[0]
+            if theirs:
+                _vs_kafka(tr, f"resident memory {when}, the largest node",
                           max(ours.values()) / 1024, max(theirs.values()) / 1024, False, "MiB",
                           f"; all nodes {sum(theirs.values()) / sum(ours.values()):.2f}x")
+
+
+def _rss_points(row):
+    """{when: ({node id: KiB}, leader id)}: after start, after each write row, at the end."""
+    points = {"after start": (row["after_start"], row["leader_after_start"])}
+    leader = row.get("leader_after_load", row["leader_after_start"])
+    for name, by_node in row.get("after_rows", {}).items():
+        points[f"after {name}"] = (by_node, leader)
+    if "after_load" in row:
+        points["after the write rows"] = (row["after_load"], leader)
+    return points
 
 
 def _role(row, node_id, leader):
