@@ -324,7 +324,7 @@ def test_topics_partitions_and_brokers(history, capsys, snapshot_file):
                            "/image/cluster/brokers")
     assert (code, err) == (0, "")
     assert out == ("/image/topics/byName:\naudit\norders\npayments\n"
-                   "\n/image/topics/byName/orders:\nname\nid\n0\n1\n2\n"
+                   "\n/image/topics/byName/orders:\n0\n1\n2\nid\nname\n"
                    "\n/image/cluster/brokers:\n1\n2\n3\n")
     partition = orders.partitions[1]
     code, out, err = shell(capsys, "--snapshot", snapshot_file, "cat",
@@ -418,9 +418,9 @@ def test_tree_of_a_topic(history, capsys, snapshot_file):
     code, out, _ = shell(capsys, "--snapshot", snapshot_file, "tree",
                          "/image/topics/byName/payments")
     assert code == 0
-    assert lines(out)[:6] == ["name: payments", f"id: {topic.topic_id}", "0:",
-                              "  partitionId: 0", f"  topicId: {topic.topic_id}",
+    assert lines(out)[:4] == ["0:", "  partitionId: 0", f"  topicId: {topic.topic_id}",
                               f"  replicas: {json.dumps(p.replicas)}"]
+    assert lines(out)[-2:] == [f"id: {topic.topic_id}", "name: payments"]
     assert f"  leader: {p.leader}" in lines(out)
 
 
@@ -454,7 +454,7 @@ def test_globs_in_ls_and_cat(capsys, snapshot_file):
                          "/image/topics/byName/pay?ents/name")
     assert (code, lines(out)) == (0, ["orders", "payments", "1", "2", "payments"])
     code, out, _ = shell(capsys, "--snapshot", snapshot_file, "ls", "/image/topics/byName/o*")
-    assert (code, lines(out)) == (0, ["name", "id", "0", "1", "2"])
+    assert (code, lines(out)) == (0, ["0", "1", "2", "id", "name"])
     code, out, err = shell(capsys, "--snapshot", snapshot_file, "cat", "/image/nothing*")
     assert (code, out, err) == (1, "", "cat: /image/nothing*: no such file or directory\n")
 

@@ -1,12 +1,23 @@
-"""Apache Kafka's own tool reads the files kraftcore writes: `kafka-dump-log`
-(`org.apache.kafka.tools.DumpLogSegments`, Kafka 4.4.0's jars from tests/peers/kafka/fetch.sh)
-on data segments written by `kraftcore.log.Log`, uncompressed and lz4 batches, keys, null
-keys, headers and several segments; `--verify-index-only` on their `.index` and
-`.timeindex`, which must find nothing, and which does find a planted mismatch (so the check
-can fail).
+"""Apache Kafka's own tools read the files kraftcore writes (Kafka 4.4.0's jars from
+tests/peers/kafka/fetch.sh):
 
-Without Java, or without Maven and cached jars, the tests skip on a developer's machine and
-fail under CI (`.ci/run` sets CI)."""
+* `kafka-dump-log` (`org.apache.kafka.tools.DumpLogSegments`) on data segments written by
+  `kraftcore.log.Log`, uncompressed and lz4 batches, keys, null keys, headers and several
+  segments; `--verify-index-only` on their `.index` and `.timeindex`, which must find
+  nothing, and which does find a planted mismatch (so the check can fail);
+* `kafka-dump-log --cluster-metadata-decoder` on a metadata segment holding every record
+  type kraftcore writes, and on a snapshot, decoded as kraftcore's `dump-log --json` does;
+* `kafka-metadata-shell` (`org.apache.kafka.shell.MetadataShell --snapshot FILE tree
+  /image`) on a snapshot of a history run by kraftcore's QuorumController and written by
+  its snapshot writer (brokers with listeners, one fenced; topics, one partition led by an
+  unclean election; topic and broker configs): its brokers, configs, topics and partitions
+  are the paths and values `kraftcore metadata-shell` shows (`compare_metadata_shells`,
+  also run on a Kafka node's snapshot by test_kraftcore_reads_kafka.py). The shell is
+  kafka-shell 4.3.1 over the 4.4.0 jars, with tests/peers/kafka/shell-compat compiled by
+  `javac` (its README says why).
+
+Without Java (a JDK for the shell), or without Maven and cached jars, the tests skip on a
+developer's machine and fail under CI (`.ci/run` sets CI)."""
 
 from __future__ import annotations
 
@@ -300,3 +311,280 @@ def test_kafka_decodes_every_metadata_record_kraftcore_writes(jars, tmp_path, ki
         assert len(kinds) >= 26 and "LEADER_CHANGE" in kinds
     else:
         assert {"SNAPSHOT_HEADER", "SNAPSHOT_FOOTER", "TOPIC_RECORD"} <= kinds
+
+
+# ------------------------------------------------------------------------ metadata shell
+
+METADATA_SHELL = "org.apache.kafka.shell.MetadataShell"
+SHELL_COMPAT = os.path.join(os.path.dirname(__file__), "kafka", "shell-compat")
+SHELL_ATTEMPTS = 4
+# the parts of the tree compared: brokers, configs, topics (with their partitions)
+SHELL_AREAS = ("/image/cluster/brokers", "/image/configs", "/image/topics")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def build_shell_classpath(jars, directory):
+    """The classpath of Kafka's metadata shell: the jars, then shell-compat compiled into
+    `directory` (see its README: the shell on Maven Central is 4.3.1's, run over 4.4.0's
+    image)."""
+    from tests.peers.kafka_node import unavailable
+
+    shells = [f for f in os.listdir(jars) if f.startswith("kafka-shell-")]
+    assert shells, f"no kafka-shell jar in {jars}: run tests/peers/kafka/fetch.sh"
+    if shutil.which("javac") is None:
+        unavailable("needs javac (a JDK) to build tests/peers/kafka/shell-compat")
+    sources = [os.path.join(d, f) for d, _, files in os.walk(SHELL_COMPAT)
+               for f in files if f.endswith(".java")]
+    proc = subprocess.run(["javac", "-nowarn", "-d", str(directory), "-cp", f"{jars}/*",
+                           *sources],
+                          capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return f"{jars}/*{os.pathsep}{directory}"
+
+
+@pytest.fixture(scope="module")
+def shell_classpath(jars, tmp_path_factory):
+    return build_shell_classpath(jars, tmp_path_factory.mktemp("shell-compat"))
+
+
+def kafka_metadata_shell(classpath, snapshot, *command, last_offset):
+    """Kafka's shell's output of one command on `snapshot`. The shell runs the command once
+    the image has any offset above 0 (`waitUntilCaughtUp`), which can be before its image is
+    published: the output counts only when its image ends at `last_offset` (its provenance);
+    otherwise it runs again, a few times at most."""
+    outputs = []
+    for _ in range(SHELL_ATTEMPTS):
+        proc = subprocess.run(
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=OFF", "-cp",
+             classpath, METADATA_SHELL, "--snapshot", str(snapshot), *command],
+            capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        if re.search(rf"^\s*offset {last_offset}, ", proc.stdout, re.M):
+            return proc.stdout
+        outputs.append(proc.stdout)
+    pytest.fail(f"Kafka's shell never showed the image up to offset {last_offset}:\n"
+                + outputs[-1][-3000:])
+
+
+def kraftcore_metadata_shell(*args, stdin=None):
+    import sys
+
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    proc = subprocess.run(["kraftcore", "metadata-shell", *args], input=stdin,
+                          capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+                          check=False, env={**os.environ, "PATH": path})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _cluster_snapshot(directory):
+    """A snapshot of a cluster's history run by kraftcore's QuorumController (over a
+    one-voter LocalQuorum) and written by its snapshot writer: four brokers with two
+    listeners each, three unfenced and one that never heartbeats (fenced); topics `orders`
+    (4 partitions, 3 replicas, retention.ms), `payments` (2 partitions, cleanup.policy) and
+    `audit` (assigned replicas; broker 3 then 1 fenced, 3 back, an unclean election makes 3
+    the leader of audit-0, RECOVERING); a cluster-wide broker config and one of broker 2.
+    Returns (path, image)."""
+    import random
+
+    from kraftcore.controller.local import LocalQuorum
+    from kraftcore.controller.replication import UNCLEAN_LEADER_ELECTION, NewTopic
+    from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
+    from kraftcore.metadata.loader import MetadataLoader
+    from kraftcore.metadata.snapshot import encode_snapshot
+    from kraftcore.types import Uuid
+
+    quorum = LocalQuorum(seed=11)
+    rng = random.Random(11)
+    epochs = {}
+    for b in (1, 2, 3, 4):
+        epochs[b] = quorum.call(
+            "register_broker", b, Uuid.random(rng), rack=None if b == 3 else f"rack-{b % 2}",
+            listeners=[("PLAINTEXT", "127.0.0.1", 9090 + b, 0),
+                       ("REPLICATION", "127.0.0.1", 19090 + b, 2)],
+            features={"metadata.version": (7, 21)}, log_dirs=[Uuid.random(rng)]).broker_epoch
+
+    def heartbeat(b, **kwargs):
+        quorum.call("broker_heartbeat", b, epochs[b], metadata_offset=quorum.next_offset(),
+                    **kwargs)
+
+    for b in (1, 2, 3):
+        heartbeat(b)
+    results = quorum.call("create_topics", [
+        NewTopic("orders", 4, 3, configs={"retention.ms": "86400000"}),
+        NewTopic("payments", 2, 2), NewTopic("audit", assignments={0: [3, 1], 1: [1, 2]})])
+    assert [r.error_code for r in results] == [0, 0, 0]
+    assert quorum.call("incremental_alter_configs", [
+        (CONFIG_TOPIC, "payments", [("cleanup.policy", "set", "compact")]),
+        (CONFIG_TOPIC, "audit", [(UNCLEAN_LEADER_ELECTION, "set", "true")]),
+        (CONFIG_BROKER, "", [("min.insync.replicas", "set", "2")]),
+        (CONFIG_BROKER, "2", [("compression.type", "set", "lz4")])]) == [(0, None)] * 4
+    heartbeat(3, want_fence=True)
+    heartbeat(1, want_fence=True)  # audit-0 has no in-sync replica left
+    heartbeat(3)
+    quorum.call("elect_leaders", "unclean", [("audit", 0)])
+    heartbeat(1)
+    image = MetadataLoader().apply(quorum.storage.batches())
+    path = directory / f"{image.end_offset:020d}-{image.epoch:010d}.checkpoint"
+    path.write_bytes(encode_snapshot(image, timestamp_ms=TS))
+    return path, image
+
+
+def _last_record_offset(path):
+    """The offset of the last metadata record in a snapshot file (batch offsets count from 0
+    in the file)."""
+    batches = codec.decode_batches(path.read_bytes(), verify=True)
+    return max(b.base_offset + b.last_offset_delta for b in batches if not b.is_control)
+
+
+def _kafka_tree(text):
+    """Kafka's `tree /image` as {path: value} in its order: a directory's value is None, a
+    leaf's its text. Every name is printed as `name:`, a leaf's value on the next line, two
+    spaces deeper (no value here ends with a colon)."""
+    tree, names = {}, []
+    for line in text.splitlines():
+        content = line.lstrip(" ")
+        depth = (len(line) - len(content)) // 2
+        if content.endswith(":") and depth <= len(names):
+            del names[depth:]
+            names.append(content[:-1])
+            tree["/image/" + "/".join(names)] = None
+        else:
+            assert depth == len(names), line
+            tree["/image/" + "/".join(names)] = content
+    return tree
+
+
+def _split_top(text):
+    """`text` split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:].strip())
+    return parts
+
+
+def _kafka_value(text):
+    """A value of Kafka's toString: `Name(key=value, ...)` as a dict, `[...]` a list,
+    `{name: value, ...}` a dict, `'text'` its text; anything else stays as it is."""
+    if re.match(r"^\w+\(.*\)$", text):
+        return {key: _kafka_value(value) for key, _, value in
+                (item.partition("=") for item in _split_top(text[text.index("(") + 1:-1]))}
+    if text.startswith("[") and text.endswith("]"):
+        return [_kafka_value(item) for item in _split_top(text[1:-1])]
+    if text.startswith("{") and text.endswith("}"):
+        return dict(item.split(": ", 1) for item in _split_top(text[1:-1]))
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1]
+    return text
+
+
+def _text(value):
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) \
+        else str(value)
+
+
+def _broker_as_kafka(record):
+    """kraftcore's broker (RegisterBrokerRecord's JSON) in the fields and text of Kafka's
+    BrokerRegistration."""
+    cordoned = record.get("cordonedLogDirs")
+    return {
+        "id": _text(record["brokerId"]), "epoch": _text(record["brokerEpoch"]),
+        "incarnationId": record["incarnationId"],
+        "listeners": sorted(({"listenerName": e["name"],
+                              "securityProtocol": SECURITY_PROTOCOLS[e["securityProtocol"]],
+                              "host": e["host"], "port": _text(e["port"])}
+                             for e in record["endPoints"]),
+                            key=lambda e: e["listenerName"]),
+        "supportedFeatures": {f["name"]: f"{f['minSupportedVersion']}-"
+                                         f"{f['maxSupportedVersion']}"
+                              for f in record["features"]},
+        "rack": "Optional.empty" if record["rack"] is None else f"Optional[{record['rack']}]",
+        "fenced": _text(record["fenced"]),
+        "inControlledShutdown": _text(record["inControlledShutdown"]),
+        "isMigratingZkBroker": _text(record["isMigratingZkBroker"]),
+        "directories": sorted(record["logDirs"]),
+        "cordonedDirectories": "null" if cordoned is None else sorted(cordoned),
+    }
+
+
+def _partition_as_kafka(record):
+    """kraftcore's partition (PartitionRecord's JSON) in the fields and text of Kafka's
+    PartitionRegistration."""
+    def ids(values):
+        return [_text(v) for v in values or []]
+
+    return {
+        "replicas": ids(record["replicas"]), "directories": record["directories"],
+        "isr": ids(record["isr"]), "removingReplicas": ids(record["removingReplicas"]),
+        "addingReplicas": ids(record["addingReplicas"]),
+        "elr": ids(record["eligibleLeaderReplicas"]),
+        "lastKnownElr": ids(record["lastKnownElr"]),
+        "leader": _text(record["leader"]),
+        "leaderRecoveryState": ("RECOVERED", "RECOVERING")[record["leaderRecoveryState"]],
+        "leaderEpoch": _text(record["leaderEpoch"]),
+        "partitionEpoch": _text(record["partitionEpoch"]),
+    }
+
+
+def _in_areas(path):
+    return any(path == area or path.startswith(area + "/") for area in SHELL_AREAS)
+
+
+def compare_metadata_shells(classpath, snapshot):
+    """Kafka's `tree /image` and kraftcore's `find` and `cat` on one snapshot file agree for
+    brokers, configs and topics with their partitions: the same paths in the same order
+    (but for the fields kraftcore shows below a record: a broker, a partition, which Kafka
+    prints as one leaf), and the same value of every leaf, Kafka's toString and kraftcore's
+    JSON put in one form. Returns how many of each kind were compared."""
+    import collections
+    import json
+    import shlex
+
+    kafka_tree = _kafka_tree(kafka_metadata_shell(
+        classpath, snapshot, "tree", "/image", last_offset=_last_record_offset(snapshot)))
+    kafka = {path: value for path, value in kafka_tree.items() if _in_areas(path)}
+    leaves = {path: value for path, value in kafka.items() if value is not None}
+    ours = kraftcore_metadata_shell("--snapshot", str(snapshot), "find",
+                                    *SHELL_AREAS).splitlines()
+    assert [p for p in ours if not any(p.startswith(leaf + "/") for leaf in leaves)] == \
+        list(kafka)
+    values = kraftcore_metadata_shell(
+        "--snapshot", str(snapshot),
+        stdin="".join(f"cat {shlex.quote(path)}\n" for path in leaves)).splitlines()
+    assert len(values) == len(leaves)
+    seen = collections.Counter()
+    for (path, kafka_text), our_text in zip(leaves.items(), values):
+        if kafka_text.startswith("BrokerRegistration("):
+            theirs, mine = _kafka_value(kafka_text), _broker_as_kafka(json.loads(our_text))
+            theirs["listeners"].sort(key=lambda e: e["listenerName"])
+            if isinstance(theirs["directories"], list):
+                theirs["directories"].sort()
+            seen["broker"] += 1
+            seen["fenced"] += theirs["fenced"] == "true"
+        elif kafka_text.startswith("PartitionRegistration("):
+            theirs, mine = _kafka_value(kafka_text), _partition_as_kafka(json.loads(our_text))
+            seen["partition"] += 1
+            seen["RECOVERING"] += theirs["leaderRecoveryState"] == "RECOVERING"
+        else:
+            theirs, mine = kafka_text, our_text
+            seen["config" if path.startswith("/image/configs/") else "topic field"] += 1
+        assert theirs == mine, path
+    return seen
+
+
+def test_kafka_metadata_shell_reads_kraftcores_snapshot_as_kraftcores_shell_does(
+        shell_classpath, tmp_path):
+    snapshot, image = _cluster_snapshot(tmp_path)
+    seen = compare_metadata_shells(shell_classpath, snapshot)
+    # every broker, partition (by id and by name), topic id and name, and config
+    assert len(image.brokers) == 4 and image.partition_count() == 8
+    assert seen == {"broker": 4, "fenced": 1, "partition": 2 * 8, "RECOVERING": 2,
+                    "topic field": 2 * 2 * 3, "config": 5}

@@ -188,8 +188,9 @@ def quota_entity_name(entity):
 
 def _topic_node(topic):
     def build():
-        out = {"name": Leaf(topic.name), "id": Leaf(str(topic.topic_id))}
-        out.update(_sorted_dict(topic.partitions.items(), RecordDir))
+        # Kafka's order: the partitions, then id and name (sorted by name)
+        out = _sorted_dict(topic.partitions.items(), RecordDir)
+        out.update({"id": Leaf(str(topic.topic_id)), "name": Leaf(topic.name)})
         return out
     return Dir(build)
 
