@@ -247,15 +247,22 @@ def test_bad_metadata_value_in_a_valid_batch(tmp_path):
     from kraftcore import codec
 
     good = records.encode_values([records.NoOpRecord()])[0]
-    batch = codec.encode_batch([good, b"\x01\x63\x00\x00", good + b"\x00"], base_offset=0,
+    # type 9999: a two-byte varint, a type no Kafka version has
+    batch = codec.encode_batch([good, b"\x01\x63\x00\x00", good + b"\x00",
+                                b"\x01\x8f\x4e\x00\x00", good], base_offset=0,
                                leader_epoch=1, timestamp=TS)
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(batch)
     status, out, _ = _run(str(path), "--metadata-decoder")
     assert status == 1
-    assert "NO_OP_RECORD" in out
+    assert out.count("NO_OP_RECORD") == 2  # the records around the bad ones still print
     assert "Error at 1, skipping. unknown metadata record type 99" in out
     assert "Error at 2, skipping. 1 unexpected bytes" in out
+    assert "Error at 3, skipping. unknown metadata record type 9999" in out
+    status, out, _ = _run(str(path), "--metadata-decoder", "--json")
+    errors = {o["offset"]: o["reason"] for o in map(json.loads, out.splitlines())
+              if o.get("error")}
+    assert status == 1 and errors[3] == "unknown metadata record type 9999"
 
 
 def test_garbage_header_and_missing_file(tmp_path):

@@ -313,6 +313,22 @@ def test_broker_registration_change_sets_log_dirs():
     assert image.brokers[1].log_dirs == []
 
 
+def test_broker_registration_change_sets_cordoned_log_dirs_when_present_even_empty():
+    image = base_image()
+    assert image.brokers[1].cordoned_log_dirs is None
+    change = R.BrokerRegistrationChangeRecord
+    cordoned = replay(image, change(broker_id=1, broker_epoch=100,
+                                    cordoned_log_dirs=[uid(900)]))
+    assert cordoned.brokers[1].cordoned_log_dirs == [uid(900)]
+    # absent (null): no change
+    same = replay(cordoned, change(broker_id=1, broker_epoch=100, fenced=-1))
+    assert same.brokers[1].cordoned_log_dirs == [uid(900)]
+    # empty: none cordoned (what a Kafka 4.4 node writes after its broker registers)
+    for before in (image, cordoned):
+        after = replay(before, change(broker_id=1, broker_epoch=100, cordoned_log_dirs=[]))
+        assert after.brokers[1].cordoned_log_dirs == []
+
+
 def test_legacy_fence_and_unfence_records():
     image = base_image()
     fenced = replay(image, R.FenceBrokerRecord(id=2, epoch=100))
@@ -383,7 +399,10 @@ def test_producer_ids_must_increase():
     image = base_image()
     after = replay(image, R.ProducerIdsRecord(broker_id=2, broker_epoch=100,
                                               next_producer_id=2000))
-    assert after.producer_ids.next_producer_id == 2000 and after.producer_ids.broker_id == 2
+    # only the next id is state: the broker that asked for the block is not (Kafka's
+    # snapshots write -1 for it, and so does kraftcore's)
+    assert after.producer_ids == R.ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                                     next_producer_id=2000)
     assert image.producer_ids.next_producer_id == 1000
     for next_id in (2000, 1999, 0):
         with pytest.raises(MetadataError):

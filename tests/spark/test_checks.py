@@ -14,6 +14,8 @@ from kraftcore.log.snapshots import file_name
 from kraftcore.metadata import records as R
 from kraftcore.raft.control import (SnapshotFooterRecord, SnapshotHeaderRecord,
                                         encode_control_batch)
+from kraftcore.metadata.delta import replay_all
+from kraftcore.metadata.image import EMPTY_IMAGE
 from kraftcore.metadata.snapshot import encode_snapshot
 from kraftcore.types import Uuid
 from kraftcore.spark import checks as C
@@ -22,9 +24,9 @@ from kraftcore.spark.local import verify_in_process
 from kraftcore.spark.replay import LogProblem, iter_log_batches, replay_node
 from kraftcore.spark.sample import build_history, snapshot_images
 
-from tests.spark.util import (change_rack, copy_cluster, damage_all, drop_footer, flip_byte,
-                              leader_outside_isr, nodes_of, own_ids, problem_keys, rewrite,
-                              snapshot_path)
+from tests.spark.util import (UNKNOWN_TYPE_VALUE, change_rack, copy_cluster, damage_all,
+                              drop_footer, flip_byte, leader_outside_isr, nodes_of, own_ids,
+                              problem_keys, rewrite, snapshot_path)
 
 TS = 1_700_000_000_000
 T1, T2 = Uuid(bytes(range(16))), Uuid(bytes(range(1, 17)))
@@ -435,6 +437,103 @@ def test_an_epoch_going_back_in_the_last_segment_is_a_violation(tmp_path, histor
     assert result.compared == 1
 
 
+def test_a_record_of_an_unknown_type_is_named_never_skipped(tmp_path, history):
+    good = R.encode_values([_broker(1)])[0]
+    data = b"".join([
+        encode_control_batch(
+            [SnapshotHeaderRecord(version=0, last_contained_log_timestamp=TS)],
+            base_offset=0, leader_epoch=1, timestamp=TS),
+        codec.encode_batch([good, UNKNOWN_TYPE_VALUE], base_offset=1, leader_epoch=1,
+                           timestamp=TS),
+        encode_control_batch([SnapshotFooterRecord(version=0)], base_offset=3, leader_epoch=1,
+                             timestamp=TS)])
+    result = _analyze(data)
+    [v] = result.violations
+    assert (v.check, v.offset) == ("batch-format", 2) and result.damaged
+    assert "unknown metadata record type 9999" in v.message
+    # in the log: the replay stops there and says why
+    log_dir, snaps = _node(tmp_path, history, history.cuts[:1])
+    last = history.batches[-1]
+    with open(os.path.join(log_dir, "00000000000000000000.log"), "ab") as f:
+        f.write(codec.encode_batch([UNKNOWN_TYPE_VALUE], base_offset=last.last_offset + 1,
+                                   leader_epoch=last.epoch, timestamp=TS))
+    result = replay_node("n", log_dir, snaps + [(snaps[0][0], (last.last_offset + 2,
+                                                               last.epoch))])
+    [v] = result.violations
+    assert v.check == "log-replay" and result.compared == 1
+    assert "unknown metadata record type 9999" in v.message
+
+
+def _one_broker_node(tmp_path, broker, snapshot_edit=None):
+    """A node whose log registers `broker` (after metadata.version), with a snapshot of
+    that log, whose records `snapshot_edit` may change; returns (log dir, snapshots)."""
+    from kraftcore.metadata.image import METADATA_VERSION
+
+    records = [R.FeatureLevelRecord(name=METADATA_VERSION, feature_level=21), broker]
+    log_dir = tmp_path / "node" / "__cluster_metadata-0"
+    storage = FileRaftStorage.open(str(log_dir))
+    storage.append_as_follower(R.encode_batch(records, base_offset=0, leader_epoch=1,
+                                              timestamp=TS))
+    image = replay_all(EMPTY_IMAGE, (snapshot_edit or list)(records), 2, 1, TS)
+    storage.write_snapshot((2, 1), encode_snapshot(image))
+    storage.close()
+    return str(log_dir), [(str(log_dir / file_name((2, 1))), (2, 1))]
+
+
+def test_the_replay_compares_a_brokers_endpoints_features_and_log_dirs_in_any_order(
+        tmp_path):
+    """Kafka keeps them as maps and a sorted set: its snapshot lists them in another order
+    than the broker sent them in (its log's). Another value is still a difference."""
+    endpoint = R.RegisterBrokerRecord.BrokerEndpoint
+    feature = R.RegisterBrokerRecord.BrokerFeature
+    broker = _broker(1).replace(
+        end_points=[endpoint(name="PLAINTEXT", host="127.0.0.1", port=9092,
+                             security_protocol=0),
+                    endpoint(name="INTERNAL", host="127.0.0.1", port=9093,
+                             security_protocol=0)],
+        features=[feature(name="metadata.version", min_supported_version=7,
+                          max_supported_version=21),
+                  feature(name="group.version", min_supported_version=0,
+                          max_supported_version=1)],
+        log_dirs=[Uuid(bytes([9] * 16)), Uuid(bytes([3] * 16))])
+
+    def reordered(records):
+        b = records[1]
+        return [records[0], b.replace(end_points=b.end_points[::-1],
+                                      features=b.features[::-1], log_dirs=b.log_dirs[::-1])]
+
+    result = replay_node("n", *_one_broker_node(tmp_path / "a", broker, reordered))
+    assert result.violations == [] and result.compared == 1
+
+    def other_port(records):
+        b = records[1]
+        return [records[0], b.replace(end_points=[b.end_points[0].replace(port=1)]
+                                      + b.end_points[1:])]
+
+    result = replay_node("n", *_one_broker_node(tmp_path / "b", broker, other_port))
+    [v] = result.violations
+    assert v.record == "RegisterBrokerRecord broker 1" and "port=1" in v.message
+
+
+def test_the_bootstrap_snapshot_is_a_note_not_compared_with_the_log(tmp_path, history):
+    """Snapshot 0-0 (Kafka's kafka-storage format writes it) holds what the cluster starts
+    from, which the log holds only later: it is left out of the replay, with a note."""
+    from kraftcore.metadata.image import METADATA_VERSION
+
+    log_dir, snaps = _node(tmp_path, history, history.cuts[:2])
+    bootstrap = os.path.join(log_dir, file_name((0, 0)))
+    image = replay_all(EMPTY_IMAGE, [R.FeatureLevelRecord(name=METADATA_VERSION,
+                                                          feature_level=21)], 0, 0, TS)
+    with open(bootstrap, "wb") as f:
+        f.write(encode_snapshot(image))
+    result = replay_node("n", log_dir, [(bootstrap, (0, 0))] + snaps)
+    assert result.violations == [] and result.compared == 2 and result.not_covered == 0
+    [note] = result.notes
+    assert note.startswith(f"{bootstrap}: not compared with the log") and "bootstrap" in note
+    report = verify_in_process(discover_nodes([os.path.dirname(log_dir)], []))
+    assert report.ok and report.checked["log-replay"] == 2 and len(report.notes) == 1
+
+
 # ------------------------------------------------------------------ inputs and report
 
 def test_inputs_are_checked(tmp_path):
@@ -474,11 +573,12 @@ def test_the_report_as_text_and_json(cluster, tmp_path):
     text = report.render()
     assert "FAIL batch-crc" in text and "ok   topics-unique" in text
     assert "[leader-in-isr] node-1:" in text
-    assert text.splitlines()[-1].startswith("FAILED: 5 of 13 checks")
+    assert text.splitlines()[-1].startswith("FAILED: 6 of 13 checks")
     path = tmp_path / "report.json"
     report.write_json(path)
     doc = json.loads(path.read_text())
     assert doc["ok"] is False and doc["summary"]["files"] == len(report.files)
     assert {c["name"]: c["status"] for c in doc["checks"]}["footer-last"] == "failed"
     assert {v["check"] for v in doc["violations"]} == {
-        "batch-crc", "leader-in-isr", "log-replay", "footer-last", "nodes-agree"}
+        "batch-crc", "batch-format", "leader-in-isr", "log-replay", "footer-last",
+        "nodes-agree"}

@@ -1,7 +1,8 @@
 """The Spark job of `kraftcore verify` on real snapshot files, in local mode, on the one
 session of the run (conftest.py): a clean set passes, and a set with one file broken in
 each way (a flipped byte, a missing footer, two nodes disagreeing at one snapshot id, a
-leader outside its ISR, snapshots that differ from their log replay) has each problem
+leader outside its ISR, snapshots that differ from their log replay, a record of a type
+no Kafka version has, which must be named) has each problem
 caught and named — with exactly the violations the in-process engine reports. Then the
 command itself: on the shared session, and once as a real process (quiet, no traceback,
 exit status)."""
@@ -82,6 +83,7 @@ def test_each_problem_is_caught_and_named_as_in_process(spark, cluster, tmp_path
     assert by_check["leader-in-isr"].record.startswith("PartitionRecord ")
     assert by_check["nodes-agree"].record == "RegisterBrokerRecord broker 0"
     assert by_check["nodes-agree"].other_file
+    assert "unknown metadata record type 9999" in by_check["batch-format"].message
 
 
 def test_the_command_on_a_running_session(spark, cluster, tmp_path):

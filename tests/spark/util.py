@@ -19,7 +19,8 @@ from kraftcore.spark.inputs import discover_nodes
 from kraftcore.spark.sample import SampleCluster
 
 __all__ = ["copy_cluster", "snapshot_path", "own_ids", "flip_byte", "drop_footer",
-           "rewrite", "change_rack", "leader_outside_isr", "nodes_of", "problem_keys"]
+           "rewrite", "change_rack", "leader_outside_isr", "add_unknown_record", "nodes_of",
+           "problem_keys", "damage_all", "UNKNOWN_TYPE_VALUE"]
 
 
 def copy_cluster(cluster, dest):
@@ -119,6 +120,29 @@ def leader_outside_isr(recovering=False):
     return edit
 
 
+# Kafka's frame of a metadata record of type 9999 (a type no Kafka version has)
+UNKNOWN_TYPE_VALUE = b"\x01\x8f\x4e\x00\x00"
+
+
+def add_unknown_record(path):
+    """Put a record of type 9999 after the file's records, in a batch of its own before the
+    SnapshotFooter (which moves one offset on): the framing stays sound."""
+    from kraftcore import codec
+    from kraftcore.raft.control import SnapshotFooterRecord, encode_control_batch
+
+    with open(path, "rb") as f:
+        data = f.read()
+    footer = codec.decode_batches(data)[-1]
+    epoch, ts = footer.partition_leader_epoch, footer.max_timestamp
+    with open(path, "wb") as f:
+        f.write(data[:footer.position])
+        f.write(codec.encode_batch([UNKNOWN_TYPE_VALUE], base_offset=footer.base_offset,
+                                   leader_epoch=epoch, timestamp=ts))
+        f.write(encode_control_batch([SnapshotFooterRecord(version=0)],
+                                     base_offset=footer.base_offset + 1, leader_epoch=epoch,
+                                     timestamp=ts))
+
+
 def problem_keys(report):
     """{(check, node, file name)} of a report's violations."""
     return {(v.check, v.node, os.path.basename(v.file or "")) for v in report.violations}
@@ -135,7 +159,9 @@ def damage_all(cluster, dest):
     * node 2, its first own snapshot: no SnapshotFooter (`footer-last`);
     * node 2, its second own snapshot: a broker's rack changed (`log-replay` only);
     * node 3, the last shared snapshot: a broker's rack changed (`nodes-agree`, and
-      `log-replay`).
+      `log-replay`);
+    * node 3, its first own snapshot: a record of a type no Kafka version has (9999), which
+      must be named (`batch-format`), never skipped.
     """
     c = copy_cluster(cluster, dest)
     n1, n2, n3 = c.node_dirs[:3]
@@ -168,4 +194,10 @@ def damage_all(cluster, dest):
     rewrite(path, shared, change_rack)
     expected |= {("nodes-agree", names[2], os.path.basename(path)),
                  ("log-replay", names[2], os.path.basename(path))}
+
+    ids3 = own_ids(c, 2)
+    assert ids3, "the source must give node 3 a snapshot of its own"
+    path = snapshot_path(n3, ids3[0])
+    add_unknown_record(path)
+    expected.add(("batch-format", names[2], os.path.basename(path)))
     return c, expected

@@ -13,6 +13,10 @@ Rules worth stating (Kafka's replay semantics):
 * `RemoveTopicRecord` removes the topic, its partitions and its topic configs.
 * `ConfigRecord` with a null value deletes the config; `FeatureLevelRecord` level 0 removes
   the feature; `ClientQuotaRecord` with `remove` deletes the key.
+* `BrokerRegistrationChangeRecord`: Fenced and InControlledShutdown 0 change nothing,
+  nor do empty LogDirs; CordonedLogDirs replace the broker's when present, even empty.
+* `ProducerIdsRecord` must move the next producer id up; the image keeps only that id
+  (broker id and epoch -1, as Kafka's snapshots write it).
 * `UnregisterBrokerRecord`, `BrokerRegistrationChangeRecord` and the legacy
   Fence/UnfenceBrokerRecord must name the registered broker epoch.
 * A record that cannot apply (a partition of an unknown topic, a second topic of one name, a
@@ -220,6 +224,11 @@ class MetadataDelta:
                                 f" has InControlledShutdown {record.in_controlled_shutdown}")
         if record.log_dirs:
             changes["log_dirs"] = record.log_dirs
+        # Kafka's rule (ClusterDelta): empty LogDirs change nothing, but CordonedLogDirs
+        # replace the broker's whenever present, an empty list too (none left cordoned);
+        # only null (the field absent) leaves them as they are.
+        if record.cordoned_log_dirs is not None:
+            changes["cordoned_log_dirs"] = record.cordoned_log_dirs
         if changes:
             self._map("brokers")[record.broker_id] = broker.replace(**changes)
 
@@ -239,6 +248,10 @@ class MetadataDelta:
             raise MetadataError(f"ProducerIdsRecord moves the next producer id from "
                                 f"{current.next_producer_id} to {record.next_producer_id}; "
                                 "it must increase")
+        # Only the next producer id is state (Kafka's ProducerIdsImage): which broker asked
+        # for the block is not, and a snapshot says -1 for it, as Kafka's snapshots do.
+        if record.broker_id != -1 or record.broker_epoch != -1:
+            record = record.replace(broker_id=-1, broker_epoch=-1)
         self.producer_ids = record
 
     def _client_quota_record(self, record):

@@ -17,7 +17,8 @@ What an image holds, each keyed as the records that build it name it (kafka-fact
   the current replicas, ISR, leader, leader epoch and partition epoch); `topic_ids`:
   name -> topic id;
 * `configs`: (resource type, resource name) -> {config name: value};
-* `producer_ids`: the last `ProducerIdsRecord` (next producer id block), or None;
+* `producer_ids`: the next producer id block, a `ProducerIdsRecord` with broker id and epoch -1
+  (only the next id is state, as in Kafka), or None;
 * `quotas`: client-quota entity (a tuple of (type, name) pairs) -> {key: value};
 * `acls`: ACL id -> `AccessControlEntryRecord`; `scram`: (user, mechanism) ->
   `UserScramCredentialRecord`; `tokens`: token id -> `DelegationTokenRecord`;

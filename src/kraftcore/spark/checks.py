@@ -174,6 +174,30 @@ def describe(record, topic_names=None):
     return name
 
 
+def _by_name(items):
+    return sorted(items, key=lambda item: item.name)
+
+
+def comparable(record):
+    """`record` with its unordered lists in one order, for comparing two records of one
+    state. A broker's or controller's endpoints and supported features are maps in Kafka
+    (by listener and feature name) and its log dirs a sorted set, so the RegisterBrokerRecord
+    of a Kafka snapshot lists them in the order of its image, not in the order the
+    broker sent them (which is what its log holds)."""
+    cls = type(record)
+    if cls is R.RegisterBrokerRecord:
+        changes = {"end_points": _by_name(record.end_points),
+                   "features": _by_name(record.features),
+                   "log_dirs": sorted(record.log_dirs, key=bytes)}
+        if record.cordoned_log_dirs is not None:
+            changes["cordoned_log_dirs"] = sorted(record.cordoned_log_dirs, key=bytes)
+        return record.replace(**changes)
+    if cls is R.RegisterControllerRecord:
+        return record.replace(end_points=_by_name(record.end_points),
+                              features=_by_name(record.features))
+    return record
+
+
 def _show(value):
     if isinstance(value, Uuid):
         return str(value)

@@ -7,7 +7,15 @@ exclusive, the epoch is the one of the last contained record). The replay is kra
 own (`MetadataLoader`: metadata transactions applied whole, control batches skipped), and
 the comparison is record by record, keyed by what each record is about, so a difference is
 reported as "PartitionRecord orders-3 differs: leader 2 in the snapshot, 1 in the log
-replay".
+replay". Lists that Kafka keeps as maps or sets (a broker's endpoints, features and log
+dirs; `checks.comparable`) are compared in one order: a Kafka snapshot writes them in its
+image's order, not in the order its log holds them.
+
+Snapshot 0-0 is the bootstrap snapshot that Kafka's `kafka-storage format` writes (KRaft
+version and voters, and the bootstrap records: feature levels, SCRAM credentials): not the
+log's state at offset 0 but what the cluster starts from, which the first active
+controller writes into the log. It is not compared with the log (a note says so), as
+`kraftcore.raft.core` does not load it either.
 
 Reading is strictly read-only and follows a node's recovery (`kraftcore.log.reader`: each
 batch checked, its CRC-32C and records; nothing is recovered, truncated or written). Where
@@ -43,7 +51,8 @@ from kraftcore.limits import METADATA_APPLY_BYTES_MAX, SPARK_PAIR_DIFFERENCES_MA
 from kraftcore.log import reader
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.metadata.snapshot import image_records
-from kraftcore.spark.checks import (Violation, describe,
+from kraftcore.raft.types import BOOTSTRAP_SNAPSHOT_ID
+from kraftcore.spark.checks import (Violation, comparable, describe,
                                     field_differences, keyed, snapshot_id_text,
                                     snapshot_records)
 
@@ -127,10 +136,18 @@ def _read(path):
 def replay_node(node, log_dir, snapshots):
     """Check `snapshots` (`[(path, (end offset, epoch))]` of `node`, undamaged files only)
     against the replay of the log in `log_dir`; returns a `ReplayResult`."""
-    snapshots = sorted(snapshots, key=lambda s: (tuple(s[1]), s[0]))
     violations = []
     notes = []
     result = _result(node, violations, notes)
+    for path, sid in snapshots:
+        if tuple(sid) == BOOTSTRAP_SNAPSHOT_ID:
+            notes.append(f"{path}: not compared with the log: snapshot 0-0 is the bootstrap "
+                         "snapshot (Kafka's kafka-storage format writes it), the records a "
+                         "cluster starts from, which its first active controller writes "
+                         "into the log")
+    snapshots = sorted(((path, sid) for path, sid in snapshots
+                        if tuple(sid) != BOOTSTRAP_SNAPSHOT_ID),
+                       key=lambda s: (tuple(s[1]), s[0]))
     # The log must reach down to the newest snapshot (with none, where it starts is unknown).
     start_offset = max(sid[0] for _, sid in snapshots) if snapshots else None
     batches = iter_log_batches(log_dir, start_offset=start_offset, notes=notes)
@@ -249,10 +266,12 @@ def _compare(node, path, sid, image):
             desc = describe(record, names)
             differences.append((offset, desc, f"{desc} is in the snapshot but not in the "
                                 f"log replay"))
-        elif other[2] != record:
+            continue
+        record, replayed_record = comparable(record), comparable(other[2])
+        if replayed_record != record:
             desc = describe(record, names)
             differences.append((offset, desc, f"{desc} differs: " + field_differences(
-                record, other[2], "the snapshot", "the log replay")))
+                record, replayed_record, "the snapshot", "the log replay")))
     for key, (_, _, record) in replayed.items():
         if key not in mine:
             desc = describe(record, names)
