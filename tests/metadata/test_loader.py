@@ -8,6 +8,7 @@ import pytest
 from kraftcore.errors import CorruptRecordError, MetadataError
 from kraftcore.metadata import records as R
 from kraftcore.raft import control as C
+from kraftcore.metadata.delta import MetadataDelta
 from kraftcore.metadata.image import CONFIG_TOPIC, EMPTY_IMAGE, METADATA_VERSION
 from kraftcore.metadata.loader import (SNAPSHOT_INTERVAL_BYTES_DEFAULT, SNAPSHOT_INTERVAL_MS_DEFAULT,
                                       MetadataLoader)
@@ -464,3 +465,43 @@ def test_load_bad_snapshot_keeps_the_loader():
     with pytest.raises((CorruptRecordError, MetadataError)):
         loader.load_snapshot((snap.end_offset, snap.epoch), data[:-1])
     assert loader.image is image and loader.next_offset == 2
+
+
+# ------------------------------------------------------------------------------ listener
+
+
+def test_the_record_listener_hears_what_became_state_with_the_image_before():
+    log = Log()
+    loader = MetadataLoader()
+    heard = []
+    loader.record_listener = lambda image, records: heard.append((image, records))
+    loader.apply([log.data(mv(), topic("foo", T1)), log.data(R.NoOpRecord())])
+    (before, records), = heard
+    assert before is EMPTY_IMAGE and records == [mv(), topic("foo", T1)]
+    heard.clear()
+    first = loader.image
+    loader.apply([log.data(R.NoOpRecord(), R.NoOpRecord())])
+    assert heard == []  # NoOps change nothing anyone follows
+    # A transaction is heard once, when its End makes it state; an aborted one never.
+    loader.apply([log.data(BEGIN, partition(T1))])
+    assert heard == []
+    loader.apply([log.data(partition(T1, 1), END, config("a", "1"))])
+    (before, records), = heard
+    assert before.same_state(first) and before.end_offset == 5  # just before the Begin
+    assert records == [partition(T1), partition(T1, 1), config("a", "1")]
+    heard.clear()
+    loader.apply([log.data(BEGIN, config("a", "2")), log.data(ABORT)])
+    assert heard == []
+
+
+def test_the_record_listener_hears_adopted_images_too():
+    loader = MetadataLoader()
+    heard = []
+    loader.record_listener = lambda image, records: heard.append((image, records))
+    image = loader.apply([Log().data(mv())])
+    heard.clear()
+    later = MetadataDelta(image)
+    later.replay_all([topic("foo", T1)])
+    loader.adopt(later.apply(image.end_offset + 2, 1, TS), 100,
+                 [topic("foo", T1), R.NoOpRecord()])
+    assert heard == [(image, [topic("foo", T1)])]

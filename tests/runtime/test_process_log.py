@@ -12,7 +12,8 @@ CHILD = textwrap.dedent("""
     import logging, sys
     from kraftcore.runtime import process_log
     process_log.use_log_file(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
-                             level=logging.INFO, node_id=7)
+                             level=logging.INFO,
+                             formatter=process_log.formatter("text", 7))
     log = logging.getLogger("kraftcore.test")
     for i in range(int(sys.argv[4])):
         log.warning("line %05d %s", i, "x" * 60)
@@ -66,3 +67,27 @@ def test_start_refuses_log_file_settings_out_of_range(tmp_path):
             timeout=WAIT_S)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert message in result.stderr and not (tmp_path / "node.log").exists()
+
+
+def test_json_lines_carry_time_level_node_logger_and_message():
+    import json
+    import logging
+
+    from kraftcore.runtime import process_log
+
+    fmt = process_log.formatter("json", 3)
+    record = logging.LogRecord("kraftcore.raft", logging.INFO, __file__, 1,
+                               "node %s: leader change: %s", (3, "naïve \"q\""), None)
+    line = json.loads(fmt.format(record))
+    assert line["level"] == "INFO" and line["node"] == 3 and line["logger"] == "kraftcore.raft"
+    assert line["message"] == 'node 3: leader change: naïve "q"'
+    assert line["time"].endswith("+00:00") and "T" in line["time"]
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+        failed = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    assert "ValueError: boom" in json.loads(fmt.format(failed))["exception"]
+    import pytest
+    with pytest.raises(ValueError, match="unknown log format 'xml'"):
+        process_log.formatter("xml", 3)

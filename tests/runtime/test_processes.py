@@ -6,6 +6,7 @@ back; `cluster down` stops every process. Every wait is bounded; none is a timin
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -79,6 +80,23 @@ def test_a_cluster_elects_survives_its_controller_and_fences_a_lost_broker(clust
     wait_for("broker 5 back in its ISRs", lambda: all(
         5 in p["isr"] for p in partitions("orders") if 5 in p["replicas"]))
 
+    # The survivors' logs tell the story: the election with its cause and duration, the
+    # leader change, and what the new active controller committed.
+    successor = new["leader_id"]
+    survivors = "".join(node_log(cluster, i) for i in (1, 2, 3) if i != leader)
+    assert re.search(rf"node \d: follower -> prospective in epoch {status['leader_epoch']}: no "
+                     rf"fetch answer from leader {leader} within the fetch timeout", survivors)
+    assert re.search(rf"node {successor}: candidate -> leader in epoch {new['leader_epoch']}: "
+                     "a majority voted for it", survivors)
+    assert re.search(rf"leader change: node {successor} leads epoch {new['leader_epoch']} \(was "
+                     rf"node {leader} in epoch {status['leader_epoch']}\); \d+ ms without a "
+                     rf"leader, since: no fetch answer from leader {leader}", survivors)
+    ours = node_log(cluster, successor)
+    assert "committed: topic after-failover created" in ours
+    assert "committed: broker 5 fenced" in ours and "committed: broker 5 unfenced" in ours
+    assert re.search(r"committed: orders-\d leader 5 -> \d", ours) or \
+        re.search(r"committed: orders-\d ISR \[[\d, ]*5[\d, ]*\] -> ", ours)
+
     # The killed controller comes back and catches up with the leader's log.
     cluster.restart(leader)
 
@@ -88,6 +106,11 @@ def test_a_cluster_elects_survives_its_controller_and_fences_a_lost_broker(clust
         replicas = {r["node_id"]: r for r in json.loads(out)["replicas"]}
         return leader in replicas and replicas[leader]["lag"] == 0
     wait_for(f"node {leader} caught up", caught_up)
+
+
+def node_log(cluster, node_id):
+    with open(os.path.join(cluster.directory, f"node-{node_id}", "node.log")) as f:
+        return f.read()
 
 
 def test_a_second_broker_with_a_registered_node_id_says_so_in_its_log(tmp_path):

@@ -340,6 +340,7 @@ async def fetch(facade, version, body):
             if await _wait_for(facade, parts, arrived, body.max_wait_ms):
                 _close_regions(response)
                 response, total = build()
+    facade.replicas.count_bytes_out(total, follower)
     return response
 
 

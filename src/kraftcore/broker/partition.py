@@ -144,6 +144,8 @@ class Partition:
         self.epoch_start_offset = 0
         self.slot = None  # the tracker's slot while this broker leads
         self.producers = self._load_producers()
+        self.messages_in = 0  # records and bytes appended from producers, for the metrics
+        self.bytes_in = 0
 
     def _load_producers(self):
         """The idempotent producers' state: the newest producer snapshot at or below the
@@ -336,6 +338,8 @@ class Partition:
             assigned.append((offset, offset + delta, pid, epoch, seq, ts, delta))
             offset += delta + 1
         self.producers.update(assigned)
+        self.messages_in += offset - base
+        self.bytes_in += len(data)
         moved = self._take_hw(self.tracker.on_leader_append(self.slot, log.log_end_offset))
         return base, moved
 

@@ -99,6 +99,23 @@ class ReplicaManager:
         self._applied = None  # the image the last apply_image took
         self._pending_topics = set()  # topics with partitions still to open
         self._found = self._scan_dirs()
+        # Totals since start, for the node's metrics: bytes of records answered to
+        # consumers and to follower brokers; ISR shrinks and expands this broker asked for.
+        self.bytes_out = 0
+        self.replication_bytes_out = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def count_bytes_out(self, nbytes, follower):
+        if follower:
+            self.replication_bytes_out += nbytes
+        else:
+            self.bytes_out += nbytes
+
+    def under_replicated(self):
+        """How many partitions this broker leads with an ISR smaller than the replicas."""
+        return sum(1 for p in self.partitions.values()
+                   if p.is_leader and len(p.isr) < len(p.replicas))
 
     # ------------------------------------------------------------------ storage
 

@@ -4,7 +4,8 @@ Reads the node's properties (`kraftcore.runtime.config.NodeConfig`), checks that
 directories are formatted (`kraftcore format`) and takes the cluster id from them, then
 runs `kraftcore.runtime.node.Node` until SIGTERM or Ctrl-C: a broker first goes through its
 controlled shutdown, a leading controller resigns. Logs go to stderr, or with `--log-file`
-to a file rotated by size (`kraftcore.runtime.process_log`). A configuration or
+to a file rotated by size (`kraftcore.runtime.process_log`), as text lines or, with
+`--log-format json`, one JSON object per line. A configuration or
 format problem is one line, `kraftcore start: error: ...`, and exit status 1; a node that
 stops on a failure (its storage, a safety check or any error in the Raft core or a role:
 fail-stop) exits with 1 too. Once the node has started, the process's
@@ -29,6 +30,9 @@ def add_arguments(sub):
                        dest="overrides", help="override one property (repeatable)")
     start.add_argument("--log-level", default="INFO",
                        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    start.add_argument("--log-format", default="text", choices=("text", "json"),
+                       help="text lines (default), or one JSON object per line with the "
+                       "keys time, level, node, logger and message")
     start.add_argument("--set-aside-past-gap", action="store_true",
                        help="open a metadata log with a gap in its segments up to the gap, "
                        "renaming the segment files past it to <name>.stray (the node then "
@@ -69,15 +73,16 @@ def run(args, *, err=None):
         err.write(f"kraftcore start: error: {exc}\n")
         return 1
     level = getattr(logging, args.log_level)
+    formatter = process_log.formatter(args.log_format, config.node_id)
     if args.log_file is None:
-        logging.basicConfig(level=level, stream=err,
-                            format=f"%(asctime)s node-{config.node_id} %(levelname)s "
-                                   "%(name)s: %(message)s")
+        handler = logging.StreamHandler(err)
+        handler.setFormatter(formatter)
+        logging.basicConfig(level=level, handlers=[handler])
     else:
         try:
             process_log.use_log_file(args.log_file, args.log_file_bytes_max,
                                      args.log_file_backups, level=level,
-                                     node_id=config.node_id)
+                                     formatter=formatter)
         except (ValueError, OSError) as exc:
             err.write(f"kraftcore start: error: --log-file {args.log_file}: {exc}\n")
             return 1

@@ -223,12 +223,14 @@ class QuorumController:
                 or written[0][0] > last):
             return False
         image = None
+        adopted = []
         while written and written[0][0] <= last:
-            offset, image = written.popleft()
+            offset, image, records = written.popleft()
+            adopted += records
         if offset != last:
             written.clear()  # the commit ended inside a write: replay from here on
             return False
-        self.loader.adopt(image, sum(len(batch.data) for batch in commits))
+        self.loader.adopt(image, sum(len(batch.data) for batch in commits), adopted)
         return True
 
     def _foreign(self, commits):
@@ -442,7 +444,7 @@ class QuorumController:
         self.cluster.on_replayed(records, first)
         self._last_written = last
         if len(chunks) == 1:
-            self._written.append((last, self.working))
+            self._written.append((last, self.working, records))
         else:
             # A transaction: the committed image is the loader's to build.
             self._written.clear()

@@ -72,6 +72,11 @@ class MetadataLoader:
         self.applied_types = []
         self.snapshots_written = 0
         self.snapshots_deferred = 0
+        # When set, `record_listener(image_before, records)` hears the metadata records
+        # each `apply` / `adopt` made part of the state (NoOps left out), with the image
+        # they followed: a node's logs and `metadata watch` tell the changes from them.
+        self.record_listener = None
+        self._heard = None
 
     @property
     def in_transaction(self):
@@ -97,6 +102,17 @@ class MetadataLoader:
             return self._apply(commits)
 
     def _apply(self, commits):
+        before = self.image
+        self._heard = [] if self.record_listener is not None else None
+        try:
+            image = self._apply_batches(commits)
+        finally:
+            heard, self._heard = self._heard, None
+        if heard:
+            self.record_listener(before, heard)
+        return image
+
+    def _apply_batches(self, commits):
         delta = MetadataDelta(self.image)
         end_offset, epoch, timestamp = None, None, None
         self.applied_types = applied_types = []
@@ -131,18 +147,22 @@ class MetadataLoader:
         self.image = delta.apply(end_offset, epoch, timestamp)
         return self.image
 
-    def adopt(self, image, batch_bytes):
+    def adopt(self, image, batch_bytes, records=()):
         """Take `image` as the committed image: the caller replayed exactly the committed
         batches that end at `image.end_offset - 1` (the active controller, which replayed its
-        own records when it wrote them)."""
+        own records when it wrote them); `records` are theirs, for the `record_listener`."""
         if self._transaction is not None:
             raise MetadataError("cannot adopt an image while a metadata transaction is open")
         if image.end_offset < self.next_offset:
             raise MetadataError(f"cannot adopt an image ending at {image.end_offset}: the "
                                 f"loader is at {self.next_offset}")
-        self.image = image
+        before, self.image = self.image, image
         self.next_offset = image.end_offset
         self.bytes_since_snapshot += batch_bytes
+        if self.record_listener is not None:
+            heard = [r for r in records if type(r) is not _NOOP]
+            if heard:
+                self.record_listener(before, heard)
         return image
 
     def _replay_batch(self, delta, batch):
@@ -164,6 +184,8 @@ class MetadataLoader:
         types = dict.fromkeys(map(type, replayed))
         if self._transaction is None and types.keys().isdisjoint(_MARKERS):
             delta.replay_all(replayed)
+            if self._heard is not None:
+                self._heard += replayed
             return types
         self._replay_with_markers(delta, decoded, records)
         return types
@@ -183,12 +205,16 @@ class MetadataLoader:
                                         "transaction open")
                 if cls is _END:
                     delta.replay_all(self._transaction)
+                    if self._heard is not None:
+                        self._heard += [t for t in self._transaction if type(t) is not _NOOP]
                 self._transaction = None
                 self._transaction_offset = None
             elif self._transaction is not None:
                 self._transaction.append(record)
             else:
                 delta.replay(record)
+                if self._heard is not None:
+                    self._heard.append(record)
 
     # ------------------------------------------------------------------ snapshots
 

@@ -21,9 +21,14 @@ memory-only (a pre-vote promises nothing; a resigned leader's state is its leade
 A violation raises `RaftStateError`: continuing could elect two leaders in one epoch.
 """
 
+import collections
+
 from kraftcore.errors import RaftEpochExhaustedError, RaftStateError
 from kraftcore.limits import RAFT_EPOCH_MAX
 from kraftcore.types import ElectionState
+
+# How many role changes `QuorumState.transitions` keeps for a driver that has not read them.
+TRANSITIONS_KEPT = 64
 
 UNRECORDED, GRANTED, REJECTED = 0, 1, 2
 
@@ -157,6 +162,9 @@ class QuorumState:
         self.role = None  # state.name, kept beside it: read once per append by a driver
         self.unpersisted = None  # ElectionState not yet handed to a Ready
         self.last_durable = None  # the last durable ElectionState handed out
+        # The latest role changes, oldest first, for a driver to report (it empties it):
+        # (role, epoch, leader id) before and (role, epoch, leader id, voted id) after.
+        self.transitions = collections.deque(maxlen=TRANSITIONS_KEPT)
 
     # ---------------------------------------------------------------- queries
 
@@ -180,6 +188,9 @@ class QuorumState:
                 f"the last epoch kraftcore uses ({RAFT_EPOCH_MAX}): the quorum's epochs are "
                 "exhausted and it can elect no leader any more. The node stops; its committed "
                 "metadata is intact: move it to a newly formatted quorum")
+        if old is not None:
+            self.transitions.append((old.name, old.epoch, old.leader_id, state.name,
+                                     state.epoch, state.leader_id, state.voted_id))
         self.state = state
         self.role = state.name
         if state.durable:

@@ -101,6 +101,8 @@ _NUMBERS = (
 # queued.max.request.bytes is not in _NUMBERS: its default is kraftcore's own (the value of
 # socket.request.max.bytes, where Kafka's is -1, no limit), see NodeConfig.
 _QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
+# kraftcore's own key: HOST:PORT of the node's Prometheus endpoint (unset: no endpoint).
+METRICS_LISTENER = "metrics.prometheus.listener"
 _BOOLEANS = (("unclean.leader.election.enable", "unclean_leader_election_enable", False),)
 
 DEFAULTS = {
@@ -124,6 +126,7 @@ _KEY_OF = {
     "inter_broker_listener_name": "inter.broker.listener.name",
     "listener_security_protocol_map": "listener.security.protocol.map",
     "log_dirs": "log.dirs", "metadata_log_dir": "metadata.log.dir",
+    "metrics_listener": METRICS_LISTENER,
     **{field: key for key, field, _, _, _ in _NUMBERS},
     "queued_request_bytes_max": _QUEUED_MAX_REQUEST_BYTES,
     **{field: key for key, field, _ in _BOOLEANS},
@@ -167,6 +170,7 @@ class NodeConfig:
     listener_security_protocol_map: tuple = _DEFAULT_PROTOCOL_MAP  # ((name, protocol), ...)
     log_dirs: tuple = ("/tmp/kafka-logs",)
     metadata_log_dir: str = None          # None: the first of log_dirs
+    metrics_listener: tuple = ()          # (host, port) of the Prometheus endpoint, or ()
     quorum_election_timeout_ms: int = 1000
     quorum_fetch_timeout_ms: int = 2000
     quorum_election_backoff_ms_max: int = 1000
@@ -628,6 +632,9 @@ def _parse(texts):
         if not fields["metadata_log_dir"]:
             _fail("metadata.log.dir", "empty (leave it out to use the first of log.dirs)")
 
+    if texts.get(METRICS_LISTENER, "").strip():
+        fields["metrics_listener"] = _host_port(METRICS_LISTENER, texts[METRICS_LISTENER].strip(),
+                                                "HOST:PORT", 0, True)
     for key, field, java_type, _default, _minimum in _NUMBERS:
         if key in texts:
             fields[field] = _integer(key, texts[key], java_type)

@@ -58,6 +58,8 @@ from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
+from kraftcore.runtime.metrics import NodeMetrics
+from kraftcore.runtime.node_log import RaftEventLog, log_metadata_changes
 from kraftcore.runtime.raft_driver import RaftDriver
 from kraftcore.runtime.replica_fetcher import ReplicaFetchers
 from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
@@ -126,6 +128,8 @@ class ControllerRole(_Wakeup):
             node.driver, config=config.controller_config(node.cluster_id),
             rng=random.Random(), loader=loader, now_ms=now)
         self.registration = None  # set by `start`, once the listener is bound
+        loader.record_listener = lambda image, records: log_metadata_changes(
+            node.node_id, image, records, active=self.controller.active)
 
     def start(self, host, port):
         """Register as a controller reachable at host:port from now on."""
@@ -148,7 +152,10 @@ class ControllerRole(_Wakeup):
     def _wake(self):
         node = self.node
         now = node.driver.clock()
+        started = time.monotonic()
         deadline = self.controller.run(now)
+        if node.metrics is not None:
+            node.metrics.controller_turns.observe(time.monotonic() - started)
         self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
         again = self._maybe_register(now)
         if again is not None:
@@ -420,6 +427,10 @@ class BrokerRole(_Wakeup):
         for partition, isr in changes:
             log.info("broker %s: asking to change the ISR of %s from %s to %s",
                      self.node.node_id, partition.name, list(partition.isr), list(isr))
+            if len(isr) < len(partition.isr):
+                self.replicas.isr_shrinks += 1
+            else:
+                self.replicas.isr_expands += 1
 
         def on_response(response, error):
             for partition, outcome in alter_partition_result(
@@ -490,6 +501,9 @@ class Node:
         self.broker = None
         self.broker_endpoints = []
         self.stopped = None
+        self.raft_events = None
+        self.metrics = None
+        self.metrics_port = None
         self.exit_code = 0
         self.closing = False  # set once the roles' work is over and the resources go
 
@@ -545,10 +559,16 @@ class Node:
                                  raft_config, self.pool, rng=random.Random(),
                                  on_ready=self._on_ready,
                                  on_fatal=lambda exc: self.fail(exc, logged=True))
+        self.raft_events = RaftEventLog(self.node_id, self.driver.core.quorum,
+                                        self.driver.clock())
+        if config.metrics_listener:
+            self.metrics = NodeMetrics(self)
+        wrap = self.metrics.wrap if self.metrics is not None else (lambda handler: handler)
         if config.is_controller:
             host, port = config.controller_listener
             self.listeners.append(await Listener.start(
-                host, port, self._handle, api_keys=sorted(RAFT_APIS | CONTROLLER_API_KEYS),
+                host, port, wrap(self._handle),
+                api_keys=sorted(RAFT_APIS | CONTROLLER_API_KEYS),
                 memory=self.request_memory,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
@@ -561,7 +581,7 @@ class Node:
         if config.is_broker:
             host, port = config.broker_listener
             # The listener answers ApiVersions and what kraftcore.apis.broker serves.
-            listener = await Listener.start(host, port, self._handle_broker,
+            listener = await Listener.start(host, port, wrap(self._handle_broker),
                                             api_keys={k: BROKER_VERSIONS.get(k)
                                                       for k in sorted(BROKER_API_KEYS)},
                                             memory=self.request_memory,
@@ -575,12 +595,15 @@ class Node:
                 for e in config.broker_endpoints]
             self.broker = BrokerRole(self)
             self.broker.start()
+        if self.metrics is not None:
+            self.metrics_port = self.metrics.start(*config.metrics_listener)
         self.driver.kick()
         log.info("node %s started (%s): %s", self.node_id,
                  ", ".join(config.process_roles),
                  ", ".join(f"{h}:{p}" for h, p in (li.address for li in self.listeners)))
 
     def _on_ready(self, ready):
+        self.raft_events.observe(self.driver.clock())
         if self.controller is not None:
             self.controller.on_ready(ready)
         if self.broker is not None:
@@ -702,6 +725,8 @@ class Node:
             self.driver.resign()
             await asyncio.sleep(RESIGN_GRACE_MS / 1000)
         self.closing = True
+        if self.metrics is not None:
+            self.metrics.close()
         for listener in self.listeners:
             await listener.close()
         if self.pool is not None:

@@ -1,6 +1,6 @@
 """Where a node process's own output goes (`kraftcore start --log-file FILE`).
 
-`use_log_file(path, bytes_max, backups, level, node_id)` sends the process's log records to
+`use_log_file(path, bytes_max, backups, level, formatter)` sends the process's log records to
 `path`, rotated by size: once the file would pass `bytes_max`, it becomes `path.1` (the
 older ones `path.2` ... `path.<backups>`, the oldest dropped) and a new `path` starts. So a
 node that logs a flood of warnings keeps at most `(backups + 1) * bytes_max` of log on disk.
@@ -11,13 +11,15 @@ are pointed at the current file each time it is opened, so everything the proces
 lands, in order, in the same `path`.
 """
 
+import datetime
+import json
 import logging
 import logging.handlers
 import os
 
 from kraftcore.limits import PROCESS_LOG_FILE_BYTES_MAX_MIN
 
-__all__ = ["use_log_file", "check_settings", "LOG_FILE_BYTES_MAX_DEFAULT",
+__all__ = ["use_log_file", "formatter", "check_settings", "LOG_FILE_BYTES_MAX_DEFAULT",
            "LOG_FILE_BACKUPS_DEFAULT"]
 
 LOG_FILE_BYTES_MAX_DEFAULT = 10 * 1024 * 1024
@@ -44,14 +46,42 @@ def check_settings(bytes_max, backups):
                          f"{backups!r}")
 
 
-def use_log_file(path, bytes_max, backups, *, level, node_id):
-    """Log to `path` (appended to), rotated at `bytes_max` keeping `backups` older files.
-    Raises ValueError for sizes or counts out of range and OSError when `path` cannot be
-    opened."""
+class _JsonLines(logging.Formatter):
+    """One JSON object per record: time (ISO 8601, UTC, milliseconds), level, node,
+    logger, message, and the traceback as `exception` when there is one."""
+
+    def __init__(self, node_id):
+        super().__init__()
+        self.node_id = node_id
+
+    def format(self, record):
+        line = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds"),
+            "level": record.levelname, "node": self.node_id, "logger": record.name,
+            "message": record.getMessage()}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def formatter(kind, node_id):
+    """The formatter of a node's log: "text" lines or "json" lines."""
+    if kind == "json":
+        return _JsonLines(node_id)
+    if kind == "text":
+        return logging.Formatter(f"%(asctime)s node-{node_id} %(levelname)s %(name)s: "
+                                 "%(message)s")
+    raise ValueError(f"unknown log format {kind!r} (text or json)")
+
+
+def use_log_file(path, bytes_max, backups, *, level, formatter):
+    """Log to `path` (appended to), rotated at `bytes_max` keeping `backups` older files,
+    each record written by `formatter`. Raises ValueError for sizes or counts out of range
+    and OSError when `path` cannot be opened."""
     check_settings(bytes_max, backups)
     handler = _RotatingProcessLog(path, maxBytes=bytes_max, backupCount=backups)
-    handler.setFormatter(logging.Formatter(
-        f"%(asctime)s node-{node_id} %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)

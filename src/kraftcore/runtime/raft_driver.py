@@ -406,6 +406,9 @@ class RaftDriver(RaftSide):
         except Exception as exc:
             self._fail(exc, "the Raft core, creating a snapshot")
             raise
+        log.info("node %s: wrote metadata snapshot %s (end offset %s, epoch %s, %s bytes)",
+                 self.node_id, snapshot_id, snapshot_id.end_offset, snapshot_id.epoch,
+                 len(data))
         self.kick()
         return snapshot_id
 

@@ -29,6 +29,7 @@ the same misuse); see `kraftcore.raft.storage` for the contract. What it adds:
 
 import bisect
 import dataclasses
+import logging
 
 from kraftcore import codec
 from kraftcore.errors import (CorruptRecordError, InvalidOffsetError, KraftcoreError, LogError,
@@ -39,6 +40,8 @@ from kraftcore.raft.control import SNAPSHOT_HEADER, decode_control_record
 from kraftcore.log import quorum_state
 from kraftcore.layout import BATCH_HEAD, CONTROL_MASK, LOG_OVERHEAD_BYTES
 from kraftcore.limits import RAFT_BATCH_BYTES_MAX
+
+log = logging.getLogger("kraftcore.raft")
 from kraftcore.raft.storage import (ElectionStore, RaftStorage,
                                     SnapshotDownload, check_leader_append)
 from kraftcore.raft.types import CommittedBatch
@@ -76,6 +79,12 @@ class StorageRecovery:
     log_start_moved_to: SnapshotId = None  # the log start was not a snapshot's end
 
 
+def _log_truncation(storage, offset):
+    log.info("%s: truncating the metadata log from end offset %s to %s: its tail "
+             "diverged from the leader's", storage._log.path, storage._log.log_end_offset,
+             offset)
+
+
 class FileRaftStorage(RaftStorage):
     """A `RaftStorage` over a Log and its snapshot files in one partition directory; open
     one with `FileRaftStorage.open(path, **log_settings)`. Not thread-safe: one driver
@@ -87,6 +96,9 @@ class FileRaftStorage(RaftStorage):
         self._snapshots = snapshots
         self._start_epoch = 0  # the epoch of the snapshot at the log start (0: none)
         self.recovery = StorageRecovery(log=log.recovery)
+        # records appended as leader / from fetches since open (the node's metrics)
+        self.records_appended = 0
+        self.records_fetched = 0
 
     @classmethod
     def open(cls, path, *, clock=None, random_suffix=None, **log_settings):
@@ -196,11 +208,14 @@ class FileRaftStorage(RaftStorage):
         if type(batch) is not bytes:
             batch = bytes(batch)
         base = self._log.append(batch, leader_epoch=epoch)
+        self.records_appended += delta + 1
         return base, base + delta
 
     def append_as_follower(self, batches):
         base = self._log.append_as_follower(batches)
-        return base, self._log.log_end_offset - 1
+        last = self._log.log_end_offset - 1
+        self.records_fetched += last - base + 1
+        return base, last
 
     def truncate_to(self, offset):
         """Remove every batch holding an offset >= `offset` (a batch holding `offset` goes
@@ -213,6 +228,7 @@ class FileRaftStorage(RaftStorage):
                 f"cannot truncate to offset {offset}, below the log start offset {start}")
         if offset >= log.log_end_offset:
             return
+        _log_truncation(self, offset)
         if log.segment_base_offsets[0] < start:
             # The first batch may straddle the log start (it began below the snapshot the
             # log start moved to). Removing it empties the log, which restarts at the log
@@ -293,6 +309,9 @@ class FileRaftStorage(RaftStorage):
         """Drop every segment and epoch; the log restarts empty (and durably) at the
         snapshot's end offset, then the snapshots older than it are deleted."""
         snapshot_id = _snapshot_id(snapshot_id)
+        log.info("%s: the metadata log restarts at snapshot %s (end offset %s, epoch %s): "
+                 "the log end offset was %s", self._log.path, snapshot_id,
+                 snapshot_id.end_offset, snapshot_id.epoch, self._log.log_end_offset)
         self._log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._start_epoch = snapshot_id.epoch
         self._snapshots.delete_before(snapshot_id)
