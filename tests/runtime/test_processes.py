@@ -249,6 +249,41 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.returncode == 1 and "no cluster" in result.stderr
 
 
+def test_cli_writes_ride_over_an_election_and_a_broker_address_gets_a_hint(tmp_path):
+    """A write sent to a surviving controller right after the active one is SIGKILLed
+    waits out the election within its --timeout-ms and succeeds; pointed at a broker's
+    port, the CLI says it is a broker's listener."""
+    cluster = Cluster(tmp_path / "cluster", brokers=1)
+    try:
+        status = wait_for("a leader", lambda: cluster.quorum()["leader_id"] >= 0 and
+                          cluster.quorum())
+        leader = status["leader_id"]
+        wait_for("broker 4 unfenced", lambda: cluster.brokers() == {4: "unfenced"})
+        cluster.kill(leader)
+        created = kraftcore("topics", "create", "--bootstrap-controller",
+                            cluster.bootstrap((leader,)), "--topic", "during-election",
+                            "--partitions", "1", "--replication-factor", "1",
+                            "--timeout-ms", "20000", check=False)
+        assert created.returncode == 0, created.stderr
+        names = json.loads(kraftcore("topics", "list", "--bootstrap-controller",
+                                     cluster.bootstrap((leader,)), "--json").stdout)["topics"]
+        assert "during-election" in names
+        new = cluster.quorum(exclude=(leader,))
+        assert new["leader_id"] not in (-1, leader)
+        # the dead node as the only bootstrap: a clear error once the timeout has passed
+        dead = kraftcore("topics", "create", "--bootstrap-controller",
+                         f"127.0.0.1:{cluster.nodes[leader]['port']}", "--topic", "never",
+                         "--timeout-ms", "1500", check=False)
+        assert dead.returncode != 0 and "Traceback" not in dead.stderr
+        assert len(dead.stderr.strip().splitlines()) == 1
+        broker = kraftcore("topics", "list", "--bootstrap-controller",
+                           f"127.0.0.1:{cluster.nodes[4]['port']}", check=False)
+        assert broker.returncode != 0
+        assert "is a broker's listener, not a controller's" in broker.stderr
+    finally:
+        cluster.down()
+
+
 def _children(pid):
     """The pids whose parent is `pid` (from /proc)."""
     found = []

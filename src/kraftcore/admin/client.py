@@ -13,7 +13,8 @@ and the routing of requests:
 * writes (CreateTopics, DeleteTopics, IncrementalAlterConfigs) go to the bootstrap
   controller; a NOT_CONTROLLER answer makes the client ask that node where the active
   controller is (DescribeCluster, endpoint type controller, as Kafka 3.7+ admin clients do)
-  and send the request there, up to `limits.ADMIN_REDIRECTS_MAX` times;
+  and send the request there; through an election (no active controller known, or the
+  old one unreachable) it tries again every `NO_LEADER_RETRY_MS` for up to `timeout_ms`;
 * reads (Metadata, DescribeCluster, DescribeConfigs) go to the active controller, found
   the same way once per client, so a read sees every write acknowledged before it; if the
   active controller cannot be reached they fall back to the bootstrap controller's own
@@ -77,6 +78,25 @@ def _is_not_controller(code):
     return code == ErrorCode.NOT_CONTROLLER
 
 
+def _is_broker_listener(api_versions):
+    """Whether a listener's ApiVersions answer is a broker's: the data plane's APIs
+    (Produce, Fetch) and none of a controller's (DescribeQuorum, BrokerRegistration)."""
+    if not api_versions:
+        return False
+    return (0 in api_versions and 1 in api_versions
+            and 55 not in api_versions and 62 not in api_versions)
+
+
+def _another(address, known, bootstrap):
+    """The controller to try after `address` could not be reached: the next one
+    DescribeCluster named, else the bootstrap."""
+    others = sorted(a for a in known.values() if a != address)
+    if not others:
+        return bootstrap
+    later = [a for a in others if a > address]
+    return (later or others)[0]
+
+
 class Controllers:
     """What DescribeCluster (endpoint type controller) says."""
 
@@ -115,6 +135,13 @@ class AdminClient:
             conn = await Connection.open(
                 *address, client_id=CLIENT_ID, connect_timeout_ms=self.timeout_ms,
                 request_timeout_ms=self.timeout_ms, negotiate_versions=True)
+            if _is_broker_listener(conn.api_versions):
+                await conn.close()
+                raise AdminError(
+                    f"{address_text(address)} is a broker's listener, not a controller's: "
+                    "give a controller's address (a port of controller.quorum.voters; "
+                    "`kraftcore cluster up` prints them), as Kafka's tools take with "
+                    "--bootstrap-controller")
             self._conns[address] = conn
         return conn
 
@@ -160,24 +187,54 @@ class AdminClient:
         return await self.send(await self.read_address(), request_cls, build)
 
     async def write(self, request_cls, build, not_controller):
-        """A write: to the bootstrap, then where NOT_CONTROLLER answers point.
-        `not_controller(response)`: whether the response is a NOT_CONTROLLER answer."""
+        """A write: to the bootstrap, then where NOT_CONTROLLER answers point, through an
+        election if one is going on, for up to `timeout_ms` from the first attempt.
+        `not_controller(response)`: whether the response is a NOT_CONTROLLER answer.
+
+        Retried after `NO_LEADER_RETRY_MS`: NOT_CONTROLLER with no active controller known
+        (or one pointing back and forth between two standbys), and a controller that cannot
+        be connected to (the request never left: the dead leader during an election). Not
+        retried: a request that was sent and got no answer, which may have taken effect."""
+        deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
         address = self.bootstrap
-        for attempt in range(ADMIN_REDIRECTS_MAX + 1):
-            response = await self.send(address, request_cls, build)
-            if not not_controller(response):
-                return response
-            if attempt == ADMIN_REDIRECTS_MAX:
-                break
-            cluster = await self.describe_controllers(address)
-            if cluster.controller_id in cluster.controllers:
-                address = cluster.controllers[cluster.controller_id]
-            else:  # an election is in progress: ask again shortly
-                await asyncio.sleep(NO_LEADER_RETRY_MS / 1000)
-                address = self.bootstrap
-        raise AdminError(f"no controller accepted the request: {address_text(address)} "
-                         f"answered NOT_CONTROLLER after {ADMIN_REDIRECTS_MAX} redirects; the "
-                         "quorum may be electing a leader, retry shortly")
+        known = {}  # other controllers DescribeCluster named, to try when one is down
+        redirects = 0
+        while True:
+            try:
+                conn = await self._conn(address)
+            except AdminError:
+                raise
+            except (KraftcoreError, OSError) as exc:
+                last = f"could not reach {address_text(address)}: {exc}"
+                address = _another(address, known, self.bootstrap)
+                redirects = ADMIN_REDIRECTS_MAX  # wait before the next attempt
+            else:
+                version = conn.choose_version(request_cls)
+                response = await conn.send(build(version), version)
+                if not not_controller(response):
+                    return response
+                last = f"{address_text(address)} answered NOT_CONTROLLER"
+                try:
+                    cluster = await self.describe_controllers(address)
+                except (KraftcoreError, OSError) as exc:
+                    last += f", then DescribeCluster failed: {exc}"
+                    cluster = None
+                if cluster is not None:
+                    known.update(cluster.controllers)
+                if cluster is not None and cluster.controller_id in cluster.controllers \
+                        and redirects < ADMIN_REDIRECTS_MAX:
+                    address = cluster.controllers[cluster.controller_id]
+                    redirects += 1
+                    continue
+                address = self.bootstrap  # no active controller known: an election
+                redirects = ADMIN_REDIRECTS_MAX
+            loop = asyncio.get_running_loop()
+            if loop.time() + NO_LEADER_RETRY_MS / 1000 > deadline:
+                raise AdminError(f"no controller accepted the request within "
+                                 f"{self.timeout_ms} ms ({last}); the quorum may be "
+                                 "electing a leader: retry, or give a longer --timeout-ms")
+            await asyncio.sleep(NO_LEADER_RETRY_MS / 1000)
+            redirects = 0
 
     # ------------------------------------------------------------------ the quorum
 
