@@ -3,6 +3,7 @@ cross-file logic, the log replay, the inputs and the report, through the in-proc
 (the reference the Spark job is compared with in test_job.py). Fast: no JVM."""
 
 import json
+import re
 import os
 import shutil
 
@@ -572,6 +573,9 @@ def test_the_report_as_text_and_json(cluster, tmp_path):
     report = verify_in_process(nodes_of(c, logs=True))
     text = report.render()
     assert "FAIL batch-crc" in text and "ok   topics-unique" in text
+    # counts of what each snapshot holds add up over the snapshots, and say so
+    assert re.search(r"ok   topics-unique +\d+ topics checked \(over all the snapshots\)", text)
+    assert re.search(r"FAIL batch-crc +\d+ violations? \(\d+ files checked\)$", text, re.M)
     assert "[leader-in-isr] node-1:" in text
     assert text.splitlines()[-1].startswith("FAILED: 6 of 13 checks")
     path = tmp_path / "report.json"

@@ -26,6 +26,10 @@ CHECK_UNITS = {
     "replicas-registered": "partitions", "topics-unique": "topics",
     "partitions-have-topics": "partitions", "epochs-monotonic": "partition pairs",
 }
+# The checks that count what each snapshot holds: their counts add up over the snapshots
+# (3 topics in 12 snapshots is 36 topics checked), which the report says.
+PER_SNAPSHOT = frozenset(("leader-in-isr", "isr-subset", "replicas-registered",
+                          "topics-unique", "partitions-have-topics", "epochs-monotonic"))
 _FILE_CHECKS = ("batch-crc", "batch-format", "header-first", "footer-last", "batch-epoch")
 _PARTITION_CHECKS = ("leader-in-isr", "isr-subset", "replicas-registered",
                      "partitions-have-topics")
@@ -179,6 +183,8 @@ class Report:
                           f"({self.checked[check]:,} {unit} checked)")
             else:
                 detail = f"{self.checked[check]:,} {unit} checked"
+                if check in PER_SNAPSHOT and len(self.files) > 1:
+                    detail += " (over all the snapshots)"
             label = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[status]
             lines.append(f"  {label} {check:<{width}}  {detail}")
         if self.not_covered:
