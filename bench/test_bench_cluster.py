@@ -179,6 +179,7 @@ PROPAGATION_GOAL_MS = 50.0
 
 CONFIG_BROKER = 4  # ConfigResource type of a broker (resource name "" = cluster default)
 OP_SET = 0
+TOPIC_ALREADY_EXISTS = 36
 METADATA_TOPIC = "__cluster_metadata"
 
 _STATE = {}
@@ -309,18 +310,29 @@ async def _wait_for_leader(client, ports):
     raise AssertionError("no quorum leader")
 
 
-async def _create_acked(client, port, name):
-    """CreateTopics until it is answered without error (e.g. while the broker is still
-    fenced, a replication factor of 1 cannot be placed)."""
+async def _create_acked(client, ports, name):
+    """CreateTopics through the leader among the controllers at `ports` ({node id: port})
+    until it is answered without error (e.g. while the broker is still fenced, a replication
+    factor of 1 cannot be placed), following the leader when it moves; returns the id of the
+    controller that answered. TOPIC_ALREADY_EXISTS counts: an earlier attempt whose answer
+    was lost created it."""
     deadline = time.monotonic() + WAIT_S
     last = None
     while time.monotonic() < deadline:
-        r = await client.send(port, create_topics_body([name]))
-        last = r.topics[0].error_code
-        if last == 0:
-            return
+        part = await client.quorum(ports)
+        if part is None or part.leader_id not in ports:
+            last = "no leader"
+        else:
+            try:
+                r = await client.send(ports[part.leader_id], create_topics_body([name]))
+            except (KraftcoreError, OSError) as exc:
+                last = str(exc)
+            else:
+                last = r.topics[0].error_code
+                if last in (0, TOPIC_ALREADY_EXISTS):
+                    return part.leader_id
         await asyncio.sleep(0.1)
-    raise AssertionError(f"CreateTopics {name} kept failing with error {last}")
+    raise AssertionError(f"CreateTopics {name} kept failing: {last}")
 
 
 def start_cluster(system, directory, brokers=1, overrides=()):
@@ -806,14 +818,12 @@ def write_cluster(request, tmp_path_factory):
         loop = _new_loop()
         client = Client()
         try:
-            ports = cluster.controller_ports()
-            part = loop.run_until_complete(_wait_for_leader(client, ports))
-            loop.run_until_complete(_create_acked(client, ports[part.leader_id],
-                                                  "writes-first"))
+            leader = loop.run_until_complete(
+                _create_acked(client, cluster.controller_ports(), "writes-first"))
         finally:
             _close_loop(loop, client)
         _STATE.setdefault("rss", {})[system] = {
-            "after_start": rss_kib(cluster.pids()), "leader_after_start": part.leader_id,
+            "after_start": rss_kib(cluster.pids()), "leader_after_start": leader,
             "brokers": sorted(cluster.broker_ports())}
         yield system, cluster
     finally:
@@ -1028,7 +1038,7 @@ def test_failover(benchmark, tmp_path, config, system):
     try:
         ports = cluster.controller_ports()
         part = loop.run_until_complete(_wait_for_leader(client, ports))
-        loop.run_until_complete(_create_acked(client, ports[part.leader_id], f"{config}-first"))
+        loop.run_until_complete(_create_acked(client, ports, f"{config}-first"))
         acked.append(f"{config}-first")
 
         def setup():
@@ -1045,11 +1055,10 @@ def test_failover(benchmark, tmp_path, config, system):
                 if part.high_watermark < trials[-1]["hw_before"]:
                     hw_violations.append((len(trials), part.high_watermark,
                                           trials[-1]["hw_before"]))
-            leader = part.leader_id
             n = len(trials)
             name = f"{config}-{n}-first"
-            loop.run_until_complete(_create_acked(client, cluster.controller_ports()[leader],
-                                                  name))
+            leader = loop.run_until_complete(_create_acked(client, cluster.controller_ports(),
+                                                           name))
             acked.append(name)
             started = asyncio.Event()
             streams.append(loop.create_task(_stream_creates(
@@ -1119,7 +1128,9 @@ def test_failover(benchmark, tmp_path, config, system):
         "acked": len(acked), "unknown": len(unknown), "unknown_present": unknown_present,
         "lost": lost, "refused": len(refused),
         "hw_violations": len(hw_violations), "nodes": len(live_missing),
-        "on_disk": bool(disk_missing)}
+        "on_disk": bool(disk_missing),
+        "epochs": [t["epoch_after"] - t["epoch_before"] for t in trials
+                   if "epoch_after" in t]}
 
 
 # ------------------------------------------------------------------------------ propagation
@@ -1135,10 +1146,9 @@ def test_metadata_propagation(benchmark, tmp_path, system):
     rtts = []  # seconds per Metadata round trip
     try:
         ports = cluster.controller_ports()
-        part = loop.run_until_complete(_wait_for_leader(client, ports))
-        leader_port = ports[part.leader_id]
+        leader_port = ports[loop.run_until_complete(
+            _create_acked(client, ports, "propagation-first"))]
         (broker_port,) = cluster.broker_ports().values()
-        loop.run_until_complete(_create_acked(client, leader_port, "propagation-first"))
         names = (f"propagation-{i}" for i in range(1_000_000))
         version = newest(m.MetadataRequest)
         broker = loop.run_until_complete(client.conn(broker_port))
@@ -1267,19 +1277,22 @@ def terminal_summary(tr):
                 continue
             p50 = percentile(times, 50)
             name = PEERS[system]
+            epochs = (f"; leader epochs from a kill to the next trial p50 "
+                      f"{percentile(row['epochs'], 50)}, max {max(row['epochs'])}"
+                      if row["epochs"] else "")
             if system == "kraftcore":
                 tr.write_line(
                     f"cluster goal {_status(p50 <= row['goal_ms'])}: failover after SIGKILL "
                     f"of the leader ({config}, fetch timeout {row['fetch_timeout_ms']} ms), "
                     f"{len(times)} trials, p50 <= {row['goal_ms']} ms -- p50 {p50:.0f} ms, "
                     f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
-                    f"max {max(times):.0f} ms")
+                    f"max {max(times):.0f} ms{epochs}")
             else:
                 tr.write_line(
                     f"cluster failover {name} ({config}, fetch timeout "
                     f"{row['fetch_timeout_ms']} ms): {len(times)} trials, p50 {p50:.0f} ms, "
                     f"min {min(times):.0f}, p90 {percentile(times, 90):.0f}, "
-                    f"max {max(times):.0f} ms")
+                    f"max {max(times):.0f} ms{epochs}")
             ok = row["lost"] == 0 and row["hw_violations"] == 0
             where = "live Metadata and metadata-shell on disk" if row["on_disk"] else \
                 "live Metadata of the broker"
