@@ -50,7 +50,8 @@ class LocalCluster:
     def __init__(self, directory, controllers, brokers, overrides=()):
         self.directory = str(directory)
         self.log = open(self.directory + ".supervisor.log", "wb")
-        args = KRAFTCORE + ["cluster", "up", "--controllers", str(controllers), "--brokers",
+        args = KRAFTCORE + ["cluster", "up", "--foreground",
+                            "--controllers", str(controllers), "--brokers",
                             str(brokers), "--dir", self.directory]
         for setting in overrides:
             args += ["--set", setting]

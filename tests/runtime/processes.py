@@ -62,7 +62,8 @@ class LocalCluster:
 
     def __init__(self, directory, settings, brokers=2, combined=False, controllers=3):
         self.directory = str(directory)
-        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
+        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--foreground",
+                "--controllers",
                 str(controllers), "--brokers", str(brokers), "--dir", self.directory]
         if combined:
             args.append("--combined")

@@ -312,7 +312,8 @@ def test_signals_while_the_cluster_starts_stop_every_node_started(tmp_path):
     cluster.json), then a second one while they stop: no node outlives the supervisor,
     which exits 1 (the cluster never came up)."""
     supervisor = subprocess.Popen(
-        [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers", "1",
+        [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--foreground",
+         "--controllers", "1",
          "--brokers", "1", "--dir", str(tmp_path / "c"), *sum((["--set", s] for s in FAST),
                                                                 [])],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -333,3 +334,47 @@ def test_signals_while_the_cluster_starts_stop_every_node_started(tmp_path):
         for pid in nodes:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_cluster_up_returns_with_a_table_and_single_nodes_can_be_killed_and_started(tmp_path):
+    """`cluster up` returns once the brokers are unfenced, with the nodes and the strings
+    to paste; `cluster kill | stop | start NODE` stage failures under the supervisor; and
+    `cluster down` also stops a node someone restarted by hand from the cluster's files."""
+    directory = str(tmp_path / "c")
+    args = ["cluster", "up", "--controllers", "3", "--brokers", "1", "--dir", directory,
+            *sum((["--set", s] for s in FAST), [])]
+    try:
+        up = kraftcore(*args)
+        with open(os.path.join(directory, "cluster.json")) as f:
+            nodes = {n["id"]: n for n in json.load(f)["nodes"]}
+        table = up.stdout
+        for node_id, node in nodes.items():
+            assert re.search(rf"^  {node_id} +{'.'.join(node['roles'])} +127\.0\.0\.1:"
+                             rf"{node['port']} +{node['pid']}$", table, re.M), table
+        assert f"bootstrap.servers=127.0.0.1:{nodes[4]['port']}" in table
+        assert f"--bootstrap-controller 127.0.0.1:{nodes[1]['port']}" in table
+        assert "every broker is unfenced: 4" in table
+
+        killed = kraftcore("cluster", "kill", "4", "--dir", directory).stdout
+        assert f"node 4 killed (pid {nodes[4]['pid']})" in killed
+        started = kraftcore("cluster", "start", "4", "--dir", directory).stdout
+        new_pid = int(re.search(r"node 4 started \(pid (\d+)\)", started).group(1))
+        assert new_pid != nodes[4]["pid"] and _alive(new_pid)
+        cluster = LocalCluster.__new__(LocalCluster)
+        cluster.nodes, cluster.directory = nodes, directory
+        wait_for("broker 4 unfenced again", lambda: cluster.brokers() == {4: "unfenced"})
+        assert "already runs" in kraftcore("cluster", "start", "4", "--dir", directory).stdout
+        missing = kraftcore("cluster", "kill", "9", "--dir", directory, check=False)
+        assert missing.returncode == 1 and "no node 9" in missing.stderr
+
+        kraftcore("cluster", "stop", "3", "--dir", directory)
+        by_hand = start_node(nodes[3]["config"])  # outside the supervisor
+        with open(os.path.join(directory, "supervisor.log")) as f:
+            log = f.read()
+        assert "node 4 stopped (status -9), as asked" in log
+        assert "node 3 stopped (status 0), as asked" in log
+        kraftcore("cluster", "down", "--dir", directory)
+        assert by_hand.wait(WAIT_S) is not None and not _alive(new_pid)
+        assert not os.path.exists(os.path.join(directory, "cluster.json"))
+    finally:
+        kraftcore("cluster", "down", "--dir", directory, check=False)

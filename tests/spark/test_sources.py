@@ -78,7 +78,8 @@ def _local_cluster(root):
     settings = ["controller.quorum.election.timeout.ms=300",
                 "controller.quorum.fetch.timeout.ms=600", "broker.heartbeat.interval.ms=200",
                 "broker.session.timeout.ms=2000", "metadata.log.max.snapshot.interval.ms=500"]
-    args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers", "3",
+    args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--foreground",
+            "--controllers", "3",
             "--brokers", "3", "--dir", directory]
     for setting in settings:
         args += ["--set", setting]

@@ -133,11 +133,13 @@ class Demo:
 
     def _start(self):
         self.header("starting 3 controllers and 3 brokers (one process each)")
-        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--controllers",
+        args = [sys.executable, "-m", "kraftcore.cli.main", "cluster", "up", "--foreground",
+                "--controllers",
                 "3", "--brokers", "3", "--dir", self.directory]
         for key, value in SETTINGS:
             args += ["--set", f"{key}={value}"]
-        self.say(f"  $ kraftcore cluster up --controllers 3 --brokers 3 --dir {self.directory}"
+        self.say(f"  $ kraftcore cluster up --foreground --controllers 3 --brokers 3 "
+                 f"--dir {self.directory}"
                  + "".join(f" --set {k}={v}" for k, v in SETTINGS))
         self.supervisor = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.STDOUT, start_new_session=True)
