@@ -177,6 +177,9 @@ NET_REFUSAL_LOG_INTERVAL_MS_MIN = 1000
 # ------------------------------------------------------------------------------ admin
 # Times an admin request follows NOT_CONTROLLER to the controller named in the answer.
 ADMIN_REDIRECTS_MAX = 2
+# The largest snapshot `kraftcore metadata watch` downloads (it holds one in memory while
+# it loads it).
+METADATA_WATCH_SNAPSHOT_BYTES_MAX = 1 << 30
 
 # ------------------------------------------------------------------------------ runtime
 # Readys one drive of the Raft driver may take before it yields to the event loop.

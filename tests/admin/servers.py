@@ -40,10 +40,16 @@ class LoopThread:
         self.loop.close()
 
 
+# What the RaftCore answers: Fetch, DescribeQuorum, FetchSnapshot (from readers that are
+# not replicas, which it answers at once).
+RAFT_KEYS = frozenset((1, 55, 59))
+
+
 class ActiveController:
     """Node 1: a LocalQuorum whose controller is active and whose RaftCore leads. Every
-    controller RPC goes to kraftcore.apis.controller; DescribeQuorum to the RaftCore (its
-    answer is caught from the Readys the quorum drives)."""
+    controller RPC goes to kraftcore.apis.controller; DescribeQuorum, and Fetch and
+    FetchSnapshot from a reader with replica id -1, to the RaftCore (its answer is caught
+    from the Readys the quorum drives)."""
 
     def __init__(self, controllers):
         self.quorum = LocalQuorum()
@@ -60,7 +66,7 @@ class ActiveController:
         self.quorum.core.take_ready = capture
 
     async def handle(self, request, peer):
-        if request.api_key == 55:
+        if request.api_key in RAFT_KEYS:
             self._correlation += 1
             cid = self._correlation
             self.quorum.core.handle(RaftMessage(-1, self.quorum.node_id, cid, request.body),

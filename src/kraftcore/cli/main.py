@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     ("start", ("start",)),
     ("cluster", ("cluster",)),
     ("admin", ("quorum", "topics", "brokers", "configs")),
+    ("metadata_watch", ("metadata",)),
 )
 
 
