@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NamedTuple
 
+import plots
 import pytest
 
 # ------------------------------------------------------------------------------ data set
@@ -470,3 +471,5 @@ def _write_suite_summary(terminalreporter, config):
         RESULTS_PATH.parent.mkdir(parents=True, exist_ok=True)
         RESULTS_PATH.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         tr.write_line(f"written: {RESULTS_PATH}")
+        for path in plots.draw(report, RESULTS_DIR / "plots"):
+            tr.write_line(f"drawn: {path}")

@@ -196,6 +196,15 @@ def percentile(values, p):
     return ordered[rank - 1]
 
 
+def quantiles_ms(latencies_s):
+    """The latency at each percentile 0..100 (nearest rank, as `percentile`), in ms: what
+    bench/plots.py draws."""
+    ordered = sorted(latencies_s)
+    if not ordered:
+        return []
+    return [ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1] * 1e3 for p in range(101)]
+
+
 def alter_configs_body(value):
     cls = m.IncrementalAlterConfigsRequest
     return cls(resources=[cls.AlterConfigsResource(
@@ -436,7 +445,8 @@ def _record_throughput(benchmark, peer, ops, window, latencies, **extra):
     p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
     benchmark.extra_info.update(peer=peer, records=ops, window=window,
                                 ops_per_s=ops / median, latency_p50_ms=p50 * 1e3,
-                                latency_p99_ms=p99 * 1e3, **extra)
+                                latency_p99_ms=p99 * 1e3,
+                                latency_quantiles_ms=quantiles_ms(latencies), **extra)
     _STATE.setdefault("throughput", {})[peer] = {
         "ops_per_s": ops / median, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
         "window": window, **extra}
@@ -848,7 +858,7 @@ def test_controller_writes(benchmark, write_cluster, row):
     benchmark.extra_info.update(peer=PEERS[system], records=done, window=window,
                                 connections=connections, ops_per_s=done / median,
                                 latency_p50_ms=p50 * 1e3, latency_p99_ms=p99 * 1e3,
-                                rss_kib_after=rss)
+                                latency_quantiles_ms=quantiles_ms(lat), rss_kib_after=rss)
     _STATE.setdefault("writes", {}).setdefault(row, {})[system] = {
         "ops_per_s": done / median, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
         "window": window, "connections": connections}
