@@ -233,10 +233,11 @@ def test_no_active_controller_is_one_clear_line(capsys):
     cluster = Cluster(standby_knows_leader=False)
     try:
         line = failed(capsys, "topics", "create", "--bootstrap-controller",
-                      cluster.standby_address, "--topic", "x")
+                      cluster.standby_address, "--topic", "x", "--timeout-ms", "1500")
     finally:
         cluster.close()
-    assert "NOT_CONTROLLER" in line and "retry" in line
+    # retried through the election for --timeout-ms, then one line saying why
+    assert "NOT_CONTROLLER" in line and "within 1500 ms" in line and "retry" in line
 
 
 # ------------------------------------------------------------------------------ brokers

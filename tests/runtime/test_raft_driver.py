@@ -346,6 +346,7 @@ def _batching_driver(batch_bytes_max):
     driver._gather = raft_driver.AppendGather(driver.kick, driver._append_checked)
     driver._open_appends()
     driver._uncommitted = collections.deque()
+    driver._proposed_at = collections.deque()
     driver.node_id, driver._timer, driver._answers = 1, None, {}
     return driver
 

@@ -192,10 +192,15 @@ class AdminClient:
         `not_controller(response)`: whether the response is a NOT_CONTROLLER answer.
 
         Retried after `NO_LEADER_RETRY_MS`: NOT_CONTROLLER with no active controller known
-        (or one pointing back and forth between two standbys), and a controller that cannot
-        be connected to (the request never left: the dead leader during an election). Not
-        retried: a request that was sent and got no answer, which may have taken effect."""
-        deadline = asyncio.get_running_loop().time() + self.timeout_ms / 1000
+        (or one pointing back and forth between two standbys), and a controller named by
+        DescribeCluster that cannot be connected to (the request never left: the dead
+        leader during an election). Not retried: a bootstrap that cannot be reached before
+        any controller answered (raised at once), and a request that was sent and got no
+        answer, which may have taken effect."""
+        # one pause short of timeout_ms: a caller bounding the whole operation by the same
+        # time (the commands do) gets this method's reason rather than its own timeout
+        deadline = (asyncio.get_running_loop().time()
+                    + (self.timeout_ms - NO_LEADER_RETRY_MS) / 1000)
         address = self.bootstrap
         known = {}  # other controllers DescribeCluster named, to try when one is down
         redirects = 0
@@ -205,6 +210,8 @@ class AdminClient:
             except AdminError:
                 raise
             except (KraftcoreError, OSError) as exc:
+                if not known:
+                    raise  # the bootstrap itself, and no other controller known: say so now
                 last = f"could not reach {address_text(address)}: {exc}"
                 address = _another(address, known, self.bootstrap)
                 redirects = ADMIN_REDIRECTS_MAX  # wait before the next attempt

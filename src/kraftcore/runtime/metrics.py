@@ -12,8 +12,8 @@ Raft (every node): `current_state{state=...}` (1 for the node's state: leader, c
 prospective, voted, follower, unattached, resigned; observer for a broker following the
 log), `current_leader`, `current_vote`, `current_epoch` (-1 when none), `high_watermark`,
 `log_end_offset`, `log_end_epoch`, `election_latency_avg` / `_max` (ms without a leader, per
-election this node saw), `append_records_total` (as leader), `fetch_records_total` (from a
-leader).
+election this node saw), `commit_latency_avg` / `_max` (ms from a leader's append to its
+commit), `append_records_total` (as leader), `fetch_records_total` (from a leader).
 
 Controller (controller nodes; the counts only on the active one, 0 elsewhere, as in
 Kafka): `activecontrollercount`, `globaltopiccount`, `globalpartitioncount`,
@@ -158,6 +158,14 @@ class NodeMetrics:
               sum(elections) / len(elections) if elections else float("nan"))
         gauge(RAFT + "election_latency_max", "Longest time without a leader in one election "
               "(ms; NaN before the first).", max(elections) if elections else float("nan"))
+        driver = node.driver
+        count = driver.commit_latency_count
+        gauge(RAFT + "commit_latency_avg", "Average time from a leader's append to its "
+              "commit (ms; NaN before the first).",
+              driver.commit_latency_sum_ms / count if count else float("nan"))
+        gauge(RAFT + "commit_latency_max", "Longest time from a leader's append to its "
+              "commit (ms; NaN before the first).",
+              driver.commit_latency_max_ms if count else float("nan"))
         counter(RAFT + "append_records", "Records appended to the metadata log as leader.",
                 node.storage.records_appended)
         counter(RAFT + "fetch_records", "Records fetched from the leader into the metadata "

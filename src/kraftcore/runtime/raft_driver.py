@@ -201,6 +201,13 @@ class RaftDriver(RaftSide):
         self.failed = None
         self.fsyncs = 0
         self.readys = 0
+        # Commit latency as leader (Kafka's raft commit-latency): (last offset, clock ms)
+        # of each proposed batch until the high watermark passes it; then count, sum and
+        # maximum of the ms in between.
+        self._proposed_at = collections.deque()
+        self.commit_latency_count = 0
+        self.commit_latency_sum_ms = 0
+        self.commit_latency_max_ms = 0
         self._open_appends()
 
     def _open_appends(self):
@@ -263,13 +270,15 @@ class RaftDriver(RaftSide):
             raise self.failed
         if not values:
             raise ValueError("propose() needs at least one value")
+        now = self.clock()
         try:
-            last = self.core.propose(values, self.clock(), timestamp_ms=timestamp_ms)
+            last = self.core.propose(values, now, timestamp_ms=timestamp_ms)
         except (NotLeaderError, InvalidAppendError):
             raise
         except Exception as exc:
             self._fail(exc, "the Raft core, proposing")
             raise
+        self._proposed_at.append((last, now))
         self.kick()
         return last
 
@@ -332,9 +341,11 @@ class RaftDriver(RaftSide):
                               - 1, start + RAFT_DRIVER_APPEND_BATCH_RECORDS_MAX, count)
                     end = max(end, start + 1)  # a value alone over the budget: the core decides
                     stop = bisect.bisect_left(ends, end, call)  # calls[call:stop] end in it
+                now = self.clock()
                 try:
                     last = self.core.propose(values if framed is None else values[start:end],
-                                             self.clock())
+                                             now)
+                    self._proposed_at.append((last, now))
                 except (NotLeaderError, InvalidAppendError) as error:
                     while call < stop:
                         call += 1
@@ -358,6 +369,19 @@ class RaftDriver(RaftSide):
             for waiter in waiters[call:]:
                 _settle(waiter, None, exc)
             raise
+
+    def _note_commit_latency(self, ready, now):
+        proposed = self._proposed_at
+        if ready.commits:
+            committed = ready.commits[-1].last_offset
+            while proposed and proposed[0][0] <= committed:
+                took = now - proposed.popleft()[1]
+                self.commit_latency_count += 1
+                self.commit_latency_sum_ms += took
+                if took > self.commit_latency_max_ms:
+                    self.commit_latency_max_ms = took
+        if ready.leader_change is not None:
+            proposed.clear()  # no longer the leader of those batches
 
     def _settle_appends(self, ready):
         """Settle the committed appends; fail them all on a leader change."""
@@ -460,6 +484,8 @@ class RaftDriver(RaftSide):
                     return
                 continue
             self.readys += 1
+            if self._proposed_at:
+                self._note_commit_latency(ready, now)
             try:
                 self.on_ready(ready)  # the state machine first: callbacks see the commits
             except Exception as exc:
