@@ -85,6 +85,7 @@ def test_a_failover_shows_in_the_survivors_metrics(cluster):
     assert ours["kafka_controller_kafkacontroller_activebrokercount"] == 1
     assert ours['kafka_network_requestmetrics_totaltimems_count{request="Vote"}'] >= 1
     assert ours["kafka_controller_controllereventmanager_eventqueueprocessingtimems_count"] > 0
+    assert ours["kafka_controller_controllereventmanager_eventqueuetimems_count"] > 0
     assert wait_for("a commit as the new leader", lambda: scrape(ports[new])[
         "kafka_server_raft_metrics_commit_latency_max"] >= 0)
     assert before[leader]["kafka_server_raft_metrics_commit_latency_avg"] >= 0

@@ -43,6 +43,11 @@ class EventQueue:
         self._events = collections.deque()
         self._deferred = {}  # tag -> (deadline_ms, fn)
         self.events_run = 0
+        # Optional, for a runtime that measures: `clock()` (seconds) is read when an event
+        # is queued and when it runs, and each wait in between goes to `waits_s` (the
+        # owner empties it). None: nothing is read, as in the simulator.
+        self.clock = None
+        self.waits_s = []
 
     def __len__(self):
         return len(self._events)
@@ -56,12 +61,12 @@ class EventQueue:
         commits and leader changes: dropping one would leave a gap in the log)."""
         if bounded:
             self._check_room()
-        self._events.append((name, fn))
+        self._events.append((name, fn, self.clock() if self.clock is not None else 0))
 
     def prepend(self, name, fn, *, bounded=True):
         if bounded:
             self._check_room()
-        self._events.appendleft((name, fn))
+        self._events.appendleft((name, fn, self.clock() if self.clock is not None else 0))
 
     def schedule_deferred(self, tag, deadline_ms, fn):
         self._deferred[tag] = (deadline_ms, fn)
@@ -87,10 +92,13 @@ class EventQueue:
         """Run every queued event and every deferred event due at `now_ms`; returns the
         next deferred deadline, or None."""
         events = self._events
+        clock = self.clock
         while True:
             while events:
-                _, fn = events.popleft()
+                _, fn, queued = events.popleft()
                 self.events_run += 1
+                if clock is not None:
+                    self.waits_s.append(clock() - queued)
                 fn(now_ms)
             due = [tag for tag, (deadline, _) in self._deferred.items() if deadline <= now_ms]
             if not due:
@@ -100,4 +108,4 @@ class EventQueue:
                 entry = self._deferred.get(tag)
                 if entry is not None and entry[0] <= now_ms:
                     del self._deferred[tag]
-                    events.append((tag, entry[1]))
+                    events.append((tag, entry[1], clock() if clock is not None else 0))

@@ -18,8 +18,9 @@ commit), `append_records_total` (as leader), `fetch_records_total` (from a leade
 Controller (controller nodes; the counts only on the active one, 0 elsewhere, as in
 Kafka): `activecontrollercount`, `globaltopiccount`, `globalpartitioncount`,
 `offlinepartitionscount` (no leader that is an active broker), `fencedbrokercount`,
-`activebrokercount`, and `kafka_controller_controllereventmanager_eventqueueprocessingtimems`
-(a histogram, seconds: each turn of the controller's event queue).
+`activebrokercount`; `kafka_controller_controllereventmanager_eventqueuetimems` (a
+histogram, seconds an event waited in the queue) and `..._eventqueueprocessingtimems`
+(seconds per turn of the queue).
 
 Broker (broker nodes): `kafka_server_replicamanager_underreplicatedpartitions`,
 `..._isrshrinks_total` / `_isrexpands_total` (the ISR changes it asked for),
@@ -78,11 +79,15 @@ class NodeMetrics:
             "kafka_network_requestmetrics_totaltimems",
             "Time from a request taken up to its answer ready, by API (seconds).",
             ["request"], registry=self.registry)
-        self.controller_turns = None
+        self.controller_turns = self.controller_waits = None
         if node.config.is_controller:
             self.controller_turns = Histogram(
                 "kafka_controller_controllereventmanager_eventqueueprocessingtimems",
                 "Time of each turn of the controller's event queue (seconds).",
+                registry=self.registry)
+            self.controller_waits = Histogram(
+                "kafka_controller_controllereventmanager_eventqueuetimems",
+                "Time an event waited in the controller's queue before it ran (seconds).",
                 registry=self.registry)
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, ...
         self.registry.register(_Collector(self))

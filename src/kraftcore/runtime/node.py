@@ -156,6 +156,10 @@ class ControllerRole(_Wakeup):
         deadline = self.controller.run(now)
         if node.metrics is not None:
             node.metrics.controller_turns.observe(time.monotonic() - started)
+            queue = self.controller.queue
+            for wait in queue.waits_s:
+                node.metrics.controller_waits.observe(wait)
+            queue.waits_s.clear()
         self.controller.loader.maybe_snapshot(now, node.driver.create_snapshot)
         again = self._maybe_register(now)
         if again is not None:
@@ -572,6 +576,8 @@ class Node:
                 memory=self.request_memory,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
+            if self.metrics is not None:  # the queue times its events' waits
+                self.controller.controller.queue.clock = time.monotonic
             # registered as the voters know it (the bound address when not a voter)
             self.controller.start(*self.voters.get(self.node_id, self.listeners[-1].address))
             # The controller's own requests to the active controller (its registration,
