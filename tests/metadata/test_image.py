@@ -390,6 +390,29 @@ def test_register_controller():
                                         zk_migration_ready=False)
     image = replay(EMPTY_IMAGE, record)
     assert image.controllers == {3000: record}
+    gone = replay(image, R.UnregisterControllerRecord(controller_id=3000))
+    assert gone.controllers == {} and image.controllers == {3000: record}
+    # unregistering one that is not registered changes nothing
+    assert replay(gone, R.UnregisterControllerRecord(controller_id=7)).controllers == {}
+
+
+def test_clear_elr_empties_the_elrs_of_one_topic_or_every_topic():
+    with_elr = replay(base_image(),
+                      R.PartitionChangeRecord(topic_id=T1, partition_id=0,
+                                              eligible_leader_replicas=[2], last_known_elr=[]),
+                      R.PartitionChangeRecord(topic_id=T2, partition_id=0,
+                                              eligible_leader_replicas=[], last_known_elr=[3]))
+    before = {(t, p): with_elr.partition(t, p) for t, p in ((T1, 0), (T1, 1), (T2, 0))}
+    foo = replay(with_elr, R.ClearElrRecord(topic_name="foo"))
+    assert foo.partition(T1, 0).eligible_leader_replicas == []
+    assert foo.partition(T1, 0).partition_epoch == before[(T1, 0)].partition_epoch + 1
+    assert foo.partition(T1, 1) is before[(T1, 1)]  # no ELR: left as it was
+    assert foo.partition(T2, 0).last_known_elr == [3]  # another topic
+    every = replay(with_elr, R.ClearElrRecord(topic_name=""))
+    assert every.partition(T2, 0).last_known_elr == []
+    assert every.partition(T1, 0).eligible_leader_replicas == []
+    with pytest.raises(MetadataError, match="ClearElrRecord for unknown topic 'nope'"):
+        replay(with_elr, R.ClearElrRecord(topic_name="nope"))
 
 
 # ------------------------------------------------------------------------------ the rest

@@ -29,7 +29,9 @@ def _id(case):
 
 @pytest.mark.smoke
 def test_every_record_type_of_kafka_facts_5_2():
-    assert sorted(R.RECORD_TYPES) == [k for k in range(28) if k not in (6, 13, 16)]
+    # 28 and 29 are Kafka 4.x's ClearElrRecord and UnregisterControllerRecord (the schemas
+    # in Kafka 4.4.0's kafka-metadata jar, common/metadata/*.json)
+    assert sorted(R.RECORD_TYPES) == [k for k in range(30) if k not in (6, 13, 16)]
     versions = {k: cls.valid_versions for k, cls in R.RECORD_TYPES.items()}
     # RegisterBrokerRecord v4 and BrokerRegistrationChangeRecord v3 (CordonedLogDirs) are
     # what Kafka 4.4 writes (tests/peers/test_kraftcore_reads_kafka.py)
@@ -54,6 +56,8 @@ def test_type_names():
     assert R.type_name(R.ZkMigrationStateRecord) == "ZK_MIGRATION_STATE_RECORD"
     assert R.type_name(R.RemoveUserScramCredentialRecord) == "REMOVE_USER_SCRAM_CREDENTIAL_RECORD"
     assert R.TYPE_NAMES[27] == "REGISTER_CONTROLLER_RECORD"
+    assert R.TYPE_NAMES[28] == "CLEAR_ELR_RECORD"
+    assert R.TYPE_NAMES[29] == "UNREGISTER_CONTROLLER_RECORD"
     with pytest.raises(KeyError):
         R.type_name(6)
 

@@ -242,6 +242,32 @@ class MetadataDelta:
     def _register_controller_record(self, record):
         self._map("controllers")[record.controller_id] = record
 
+    def _unregister_controller_record(self, record):
+        if record.controller_id in self._view("controllers"):
+            del self._map("controllers")[record.controller_id]
+
+    def _clear_elr_record(self, record):
+        """Every partition of the topic named (of every topic for an empty name) with an
+        ELR or a last known ELR gets both emptied, as a PartitionChangeRecord would (its
+        partition epoch moves); the others are left as they are (Kafka's rule)."""
+        if record.topic_name:
+            topic_id = self.topic_id_of(record.topic_name)
+            if topic_id is None:
+                raise MetadataError(f"ClearElrRecord for unknown topic {record.topic_name!r}")
+            topic_ids = [topic_id]
+        else:
+            topic_ids = [t for t in self._view("topic_ids").values()]
+        for topic_id in topic_ids:
+            current = self.topic(topic_id)
+            if current is None:
+                continue
+            for partition_id, partition in list(current.partitions.items()):
+                if partition.eligible_leader_replicas or partition.last_known_elr:
+                    self._writable_topic(topic_id, record).partitions[partition_id] = \
+                        apply_change(partition, R.PartitionChangeRecord(
+                            topic_id=topic_id, partition_id=partition_id,
+                            eligible_leader_replicas=[], last_known_elr=[]))
+
     def _producer_ids_record(self, record):
         current = self.producer_ids
         if current is not None and record.next_producer_id <= current.next_producer_id:
@@ -362,4 +388,6 @@ _HANDLERS = {
     R.AbortTransactionRecord: MetadataDelta._transaction_record,
     R.RemoveDelegationTokenRecord: MetadataDelta._remove_delegation_token_record,
     R.RegisterControllerRecord: MetadataDelta._register_controller_record,
+    R.ClearElrRecord: MetadataDelta._clear_elr_record,
+    R.UnregisterControllerRecord: MetadataDelta._unregister_controller_record,
 }

@@ -114,6 +114,13 @@ class ChangeDescriber:
     def _feature(self, r):
         return f"feature {r.name} at level {r.feature_level}"
 
+    def _unregister_controller(self, r):
+        return f"controller {r.controller_id} unregistered"
+
+    def _clear_elr(self, r):
+        return (f"eligible leader replicas of topic {r.topic_name} cleared" if r.topic_name
+                else "eligible leader replicas of every topic cleared")
+
 
 _DESCRIBE = {
     R.RegisterBrokerRecord: ChangeDescriber._register_broker,
@@ -128,4 +135,6 @@ _DESCRIBE = {
     R.PartitionChangeRecord: ChangeDescriber._partition_change,
     R.ConfigRecord: ChangeDescriber._config,
     R.FeatureLevelRecord: ChangeDescriber._feature,
+    R.UnregisterControllerRecord: ChangeDescriber._unregister_controller,
+    R.ClearElrRecord: ChangeDescriber._clear_elr,
 }

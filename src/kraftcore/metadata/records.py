@@ -34,6 +34,7 @@ __all__ = [
     "RemoveAccessControlEntryRecord", "NoOpRecord", "ZkMigrationStateRecord",
     "RemoveUserScramCredentialRecord", "BeginTransactionRecord", "EndTransactionRecord",
     "AbortTransactionRecord", "RemoveDelegationTokenRecord", "RegisterControllerRecord",
+    "ClearElrRecord", "UnregisterControllerRecord",
 ]
 
 
@@ -223,6 +224,14 @@ RegisterControllerRecord = _record("RegisterControllerRecord", 27, "0", [
     *_endpoints_and_features("Controller"),
 ])
 
+ClearElrRecord = _record("ClearElrRecord", 28, "0", [
+    F("TopicName", "string"),  # empty: every topic
+])
+
+UnregisterControllerRecord = _record("UnregisterControllerRecord", 29, "0", [
+    F("ControllerId", "int32"),
+])
+
 # ------------------------------------------------------------------------------ registry
 
 _CLASSES = (
@@ -233,6 +242,7 @@ _CLASSES = (
     RemoveAccessControlEntryRecord, NoOpRecord, ZkMigrationStateRecord,
     RemoveUserScramCredentialRecord, BeginTransactionRecord, EndTransactionRecord,
     AbortTransactionRecord, RemoveDelegationTokenRecord, RegisterControllerRecord,
+    ClearElrRecord, UnregisterControllerRecord,
 )
 
 RECORD_TYPES = {cls.api_key: cls for cls in _CLASSES}
