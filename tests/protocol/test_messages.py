@@ -392,6 +392,7 @@ def test_records_decode_as_a_view(impl):
 EXPECTED = {
     0: ("Produce", (0, 13), 9), 1: ("Fetch", (0, 18), 12), 2: ("ListOffsets", (0, 11), 6),
     3: ("Metadata", (0, 13), 9), 10: ("FindCoordinator", (0, 6), 3),
+    8: ("OffsetCommit", (0, 10), 8), 9: ("OffsetFetch", (0, 10), 6),
     18: ("ApiVersions", (0, 4), 3), 22: ("InitProducerId", (0, 5), 2),
     23: ("OffsetForLeaderEpoch", (0, 4), 4), 67: ("AllocateProducerIds", (0, 0), 0),
     19: ("CreateTopics", (0, 7), 5), 20: ("DeleteTopics", (0, 6), 4),

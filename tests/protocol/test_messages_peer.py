@@ -39,6 +39,9 @@ from kafka.protocol.admin.topics import (  # noqa: E402
     ElectLeadersResponse,
 )
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse  # noqa: E402
+from kafka.protocol.consumer.group import (  # noqa: E402
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+)
 from kafka.protocol.metadata.api_versions import (  # noqa: E402
     ApiVersionsRequest, ApiVersionsResponse,
 )
@@ -63,6 +66,8 @@ PEERS = {
     M.DescribeClusterResponse: DescribeClusterResponse,
     M.DescribeQuorumRequest: DescribeQuorumRequest,
     M.DescribeQuorumResponse: DescribeQuorumResponse,
+    M.OffsetCommitRequest: OffsetCommitRequest, M.OffsetCommitResponse: OffsetCommitResponse,
+    M.OffsetFetchRequest: OffsetFetchRequest, M.OffsetFetchResponse: OffsetFetchResponse,
 }
 
 

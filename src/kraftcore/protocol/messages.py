@@ -18,8 +18,8 @@ ListOffsets 0-11), because older clients still send them. `kraftcore.protocol.ap
 them by API key. Every class here is listed in `REQUESTS` / `RESPONSES`.
 
 The data-plane APIs a broker serves to producers and consumers (Produce, ListOffsets,
-OffsetForLeaderEpoch, FindCoordinator, InitProducerId) and the broker-to-controller
-AllocateProducerIds have their own section below.
+OffsetForLeaderEpoch, FindCoordinator, OffsetCommit, OffsetFetch, InitProducerId) and the
+broker-to-controller AllocateProducerIds have their own section below.
 """
 
 from kraftcore.protocol.schema import Field as F, adopt, message
@@ -915,6 +915,97 @@ FindCoordinatorResponse = message(
         ]),
     ])
 
+# OffsetCommit: v1 adds the generation and member id (and a per-partition commit timestamp,
+# v1 only), v2-4 a retention time, v6 the leader epoch, v7 the group instance id, v8 is the
+# first flexible version, v10 names topics by id. Kafka 4.0 stopped accepting v0-1.
+OffsetCommitRequest = message(
+    "OffsetCommitRequest", kind="request", api_key=8, valid="0-10", flexible="8+", fields=[
+        F("GroupId", "string"),
+        F("GenerationIdOrMemberEpoch", "int32", "1+", default=-1, ignorable=True),
+        F("MemberId", "string", "1+", ignorable=True),
+        F("GroupInstanceId", "string", "7+", nullable="7+", default=None),
+        F("RetentionTimeMs", "int64", "2-4", default=-1, ignorable=True),
+        F("Topics", "[]OffsetCommitRequestTopic", fields=[
+            F("Name", "string", "0-9", ignorable=True),
+            F("TopicId", "uuid", "10+", ignorable=True),
+            F("Partitions", "[]OffsetCommitRequestPartition", fields=[
+                F("PartitionIndex", "int32"),
+                F("CommittedOffset", "int64"),
+                F("CommittedLeaderEpoch", "int32", "6+", default=-1, ignorable=True),
+                F("CommitTimestamp", "int64", "1", default=-1),
+                F("CommittedMetadata", "string", nullable="0+"),
+            ]),
+        ]),
+    ])
+
+OffsetCommitResponse = message(
+    "OffsetCommitResponse", kind="response", api_key=8, valid="0-10", flexible="8+", fields=[
+        F("ThrottleTimeMs", "int32", "3+", ignorable=True),
+        F("Topics", "[]OffsetCommitResponseTopic", fields=[
+            F("Name", "string", "0-9", ignorable=True),
+            F("TopicId", "uuid", "10+", ignorable=True),
+            F("Partitions", "[]OffsetCommitResponsePartition", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+            ]),
+        ]),
+    ])
+
+# OffsetFetch: v2 lets Topics be null (every committed offset of the group) and adds a
+# top-level error, v5 the leader epoch, v6 is the first flexible version, v7 RequireStable,
+# v8 asks for several groups at once (Groups), v9 adds the member id and epoch, v10 names
+# topics by id. Kafka 4.0 stopped accepting v0 (offsets kept in ZooKeeper).
+OffsetFetchRequest = message(
+    "OffsetFetchRequest", kind="request", api_key=9, valid="0-10", flexible="6+", fields=[
+        F("GroupId", "string", "0-7"),
+        F("Topics", "[]OffsetFetchRequestTopic", "0-7", nullable="2-7", fields=[
+            F("Name", "string", "0-7"),
+            F("PartitionIndexes", "[]int32", "0-7"),
+        ]),
+        F("Groups", "[]OffsetFetchRequestGroup", "8+", fields=[
+            F("GroupId", "string", "8+"),
+            F("MemberId", "string", "9+", nullable="9+", default=None, ignorable=True),
+            F("MemberEpoch", "int32", "9+", default=-1, ignorable=True),
+            F("Topics", "[]OffsetFetchRequestTopics", "8+", nullable="8+", fields=[
+                F("Name", "string", "8-9", ignorable=True),
+                F("TopicId", "uuid", "10+", ignorable=True),
+                F("PartitionIndexes", "[]int32", "8+"),
+            ]),
+        ]),
+        F("RequireStable", "bool", "7+", default=False),
+    ])
+
+OffsetFetchResponse = message(
+    "OffsetFetchResponse", kind="response", api_key=9, valid="0-10", flexible="6+", fields=[
+        F("ThrottleTimeMs", "int32", "3+", ignorable=True),
+        F("Topics", "[]OffsetFetchResponseTopic", "0-7", fields=[
+            F("Name", "string", "0-7"),
+            F("Partitions", "[]OffsetFetchResponsePartition", "0-7", fields=[
+                F("PartitionIndex", "int32", "0-7"),
+                F("CommittedOffset", "int64", "0-7"),
+                F("CommittedLeaderEpoch", "int32", "5-7", default=-1),
+                F("Metadata", "string", "0-7", nullable="0-7"),
+                F("ErrorCode", "int16", "0-7"),
+            ]),
+        ]),
+        F("ErrorCode", "int16", "2-7", default=0, ignorable=True),
+        F("Groups", "[]OffsetFetchResponseGroup", "8+", fields=[
+            F("GroupId", "string", "8+"),
+            F("Topics", "[]OffsetFetchResponseTopics", "8+", fields=[
+                F("Name", "string", "8-9", ignorable=True),
+                F("TopicId", "uuid", "10+", ignorable=True),
+                F("Partitions", "[]OffsetFetchResponsePartitions", "8+", fields=[
+                    F("PartitionIndex", "int32", "8+"),
+                    F("CommittedOffset", "int64", "8+"),
+                    F("CommittedLeaderEpoch", "int32", "8+", default=-1),
+                    F("Metadata", "string", "8+", nullable="8+"),
+                    F("ErrorCode", "int16", "8+"),
+                ]),
+            ]),
+            F("ErrorCode", "int16", "8+", default=0),
+        ]),
+    ])
+
 # InitProducerId: v3 lets a producer bump its own epoch (ProducerId / ProducerEpoch). Kafka's
 # v6 (two-phase commit, KIP-939) is still marked unstable and is not here.
 InitProducerIdRequest = message(
@@ -958,6 +1049,7 @@ REQUESTS = (
     ControllerRegistrationRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
     UpdateRaftVoterRequest, ProduceRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
     FindCoordinatorRequest, InitProducerIdRequest, AllocateProducerIdsRequest,
+    OffsetCommitRequest, OffsetFetchRequest,
 )
 RESPONSES = (
     ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
@@ -969,6 +1061,7 @@ RESPONSES = (
     ControllerRegistrationResponse, AddRaftVoterResponse, RemoveRaftVoterResponse,
     UpdateRaftVoterResponse, ProduceResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse,
     FindCoordinatorResponse, InitProducerIdResponse, AllocateProducerIdsResponse,
+    OffsetCommitResponse, OffsetFetchResponse,
 )
 
 __all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES",
