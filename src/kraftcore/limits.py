@@ -128,6 +128,9 @@ BROKER_FETCH_ZERO_COPY_BYTES_MIN = 32 * 1024
 # At most this many of one Fetch answer's partitions go out zero-copy (each holds a file
 # descriptor until it is sent); the rest are copied.
 BROKER_FETCH_REGIONS_PER_RESPONSE_MAX = 64
+# Bytes of an offsets topic partition a new group coordinator reads per event-loop turn
+# while it loads its groups' offsets (requests and heartbeats go on in between).
+BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX = 1024 * 1024
 
 # ------------------------------------------------------------------------------ network
 # `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.

@@ -616,6 +616,26 @@ def test_retention_may_be_unlimited(key):
         NodeConfig.from_mapping({**CONTROLLER, key: "-2"})
 
 
+def test_group_coordinator_settings():
+    c = NodeConfig.from_mapping(BROKER)
+    assert c.group_settings() == {"offsets_partitions": 50, "offsets_replication_factor": 3,
+                                  "metadata_chars_max": 4096, "commit_timeout_ms": 5000}
+    c = NodeConfig.from_mapping({**BROKER, "offsets.topic.num.partitions": "7",
+                                 "offsets.topic.replication.factor": "2",
+                                 "offset.metadata.max.bytes": "0",
+                                 "offsets.commit.timeout.ms": "100"})
+    assert c.group_settings() == {"offsets_partitions": 7, "offsets_replication_factor": 2,
+                                  "metadata_chars_max": 0, "commit_timeout_ms": 100}
+    assert c.unknown_keys == ()
+    for key in ("offsets.topic.num.partitions", "offsets.topic.replication.factor",
+                "offsets.commit.timeout.ms"):
+        refused(BROKER, key, "0 must be positive", **{key.replace(".", "_"): "0"})
+    # Kafka's replication factors are Java shorts
+    refused(BROKER, "offsets.topic.replication.factor", "out of range for a Java short",
+            offsets_topic_replication_factor="32768")
+    assert config(BROKER, offsets_topic_replication_factor="32767")
+
+
 def test_heartbeat_below_session_timeout():
     refused(BROKER, "broker.heartbeat.interval.ms", "below broker.session.timeout.ms (9000)",
             broker_heartbeat_interval_ms="9000")

@@ -16,6 +16,9 @@ dispatch table and its handlers. The node process plugs it into its broker liste
   timeout with REQUEST_TIMED_OUT);
 * `async next_producer_id()`: a producer id from the broker's block (a new block from
   the active controller when it is used up).
+* `groups`: its `kraftcore.broker.groups.GroupCoordinator` (the committed offsets of the
+  groups it coordinates); `ensure_offsets_topic()`: ask the active controller, in the
+  background, to create `__consumer_offsets` (once at a time; a no-op while it exists).
 * `fetch_region_bytes_min` (optional): Fetch answers carry a partition's records of at
   least that many bytes as a `kraftcore.types.FileRegion` of the segment file, which the
   listener sends with `sendfile` (at most `limits.BROKER_FETCH_REGIONS_PER_RESPONSE_MAX`
@@ -27,6 +30,8 @@ dispatch table and its handlers. The node process plugs it into its broker liste
 | Fetch (1) | 4-17 | consumers read up to the high watermark, followers to the log end |
 | ListOffsets (2) | 1-10 | earliest, latest, max timestamp, by timestamp (time index) |
 | Metadata (3) | 0-13 | from the broker's image; ControllerId names this broker |
+| OffsetCommit (8), OffsetFetch (9) | 2-10, 1-10 | a group's committed offsets (groups without members), from its coordinator |
+| FindCoordinator (10) | 0-6 | the leader of the group's `__consumer_offsets` partition (created on first use) |
 | InitProducerId (22) | 0-5 | an idempotent producer's id (no transactions) |
 | OffsetForLeaderEpoch (23) | 2-4 | where an epoch ends in the leader's log |
 | DescribeConfigs (32), DescribeCluster (60) | | from the image (`kraftcore.apis.reads`) |
@@ -34,18 +39,22 @@ dispatch table and its handlers. The node process plugs it into its broker liste
 
 Per-partition refusals carry Kafka's codes (`kraftcore.broker.partition.PartitionError`);
 the rules every answer keeps are `kraftcore.apis.dispatch`'s. A Produce with acks=0 is
-answered with nothing (`NO_RESPONSE`), as Kafka does.
+answered with nothing (`NO_RESPONSE`), as Kafka does; a Produce to an internal topic is
+INVALID_TOPIC_EXCEPTION (only its coordinator writes it).
 """
 
 import asyncio
 
 from kraftcore.apis.dispatch import request_handler
-from kraftcore.apis.reads import describe_cluster, describe_configs, metadata
+from kraftcore.apis.errors import invalid_request
+from kraftcore.apis.reads import INTERNAL_TOPICS, describe_cluster, describe_configs, metadata
+from kraftcore.broker.group_records import OFFSETS_TOPIC, OffsetAndMetadata
+from kraftcore.broker.groups import GroupError
 from kraftcore.broker.partition import PartitionError
 from kraftcore.limits import BROKER_FETCH_REGIONS_PER_RESPONSE_MAX
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
-from kraftcore.types import FileRegion
+from kraftcore.types import ZERO_UUID, FileRegion
 
 __all__ = ["handle_broker_request", "BROKER_API_KEYS", "FORWARDED_API_KEYS", "NO_RESPONSE",
            "BROKER_VERSIONS"]
@@ -156,6 +165,9 @@ async def produce(facade, version, body):
             try:
                 if p.records is None or not len(p.records):
                     raise PartitionError(_E.INVALID_RECORD, "no record batches")
+                if _is_internal(facade, topic):
+                    raise PartitionError(_E.INVALID_TOPIC_EXCEPTION, (
+                        f"{topic} is an internal topic: only its coordinator writes to it"))
                 partition = _partition(facade, topic, p.index)
                 now = facade.now_ms()
                 base = facade.replicas.produce(topic, p.index, bytes(p.records), acks, now)
@@ -186,6 +198,15 @@ async def produce(facade, version, body):
                                 f"{partition.name}: written, but the ISR shrank below "
                                 "min.insync.replicas")
     return _produce_response(cls, version, body, results, facade)
+
+
+def _is_internal(facade, topic):
+    """Whether `topic` (a name, or an id at Produce v13+) is one of Kafka's internal topics,
+    which producers may not write (Kafka answers INVALID_TOPIC_EXCEPTION)."""
+    if not isinstance(topic, str):
+        t = facade.image.topics.get(topic)
+        topic = t.name if t is not None else None
+    return topic in INTERNAL_TOPICS
 
 
 def _produce_response(cls, version, body, results, facade):
@@ -463,6 +484,232 @@ async def init_producer_id(facade, version, body):
     return cls(throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)
 
 
+# ------------------------------------------------------------------------------ groups
+#
+# Committed offsets of groups without members (`kraftcore.broker.groups`): the coordinator
+# of a group is the leader of its `__consumer_offsets` partition.
+
+COORDINATOR_GROUP, COORDINATOR_TRANSACTION, COORDINATOR_SHARE = 0, 1, 2
+_NO_NODE = (-1, "", -1)
+
+
+def _coordinator(facade, key_type, key):
+    """(error code, error message, node id, host, port) answering one FindCoordinator key."""
+    if key_type == COORDINATOR_TRANSACTION:
+        return (_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "transactions are not supported", *_NO_NODE)
+    groups = facade.groups
+    image = facade.image
+    topic = image.topic(OFFSETS_TOPIC)
+    if topic is None:
+        facade.ensure_offsets_topic()
+        return (_E.COORDINATOR_NOT_AVAILABLE,
+                f"the offsets topic {OFFSETS_TOPIC} does not exist yet: it is being created",
+                *_NO_NODE)
+    index = groups.partition_for(key)
+    p = topic.partitions.get(index)
+    if p is None or p.leader < 0 or not image.broker_is_active(p.leader):
+        return (_E.COORDINATOR_NOT_AVAILABLE,
+                f"{OFFSETS_TOPIC}-{index} has no leader", *_NO_NODE)
+    broker = image.brokers[p.leader]
+    if not broker.end_points:
+        return (_E.COORDINATOR_NOT_AVAILABLE,
+                f"broker {p.leader} has no endpoint", *_NO_NODE)
+    ep = broker.end_points[0]
+    return 0, None, p.leader, ep.host, ep.port
+
+
+async def find_coordinator(facade, version, body):
+    """The broker leading the offsets partition of each group key (v4+: a batch of keys).
+    The first request finds no offsets topic: the broker asks the active controller to
+    create it and answers COORDINATOR_NOT_AVAILABLE until it has a leader, as Kafka does.
+    Transaction keys are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: no transactions),
+    share-group keys and unknown key types are INVALID_REQUEST."""
+    cls = m.FindCoordinatorResponse
+    key_type = body.key_type if version >= 1 else COORDINATOR_GROUP
+    if key_type == COORDINATOR_SHARE:
+        raise invalid_request("share groups are not supported")
+    if key_type not in (COORDINATOR_GROUP, COORDINATOR_TRANSACTION):
+        raise invalid_request(f"unknown coordinator key type {key_type} (0 group, "
+                              "1 transaction, 2 share)")
+    if version < 4:
+        code, message, node_id, host, port = _coordinator(facade, key_type, body.key)
+        return cls(throttle_time_ms=0, error_code=code, error_message=message,
+                   node_id=node_id, host=host, port=port)
+    coordinators = []
+    for key in body.coordinator_keys:
+        code, message, node_id, host, port = _coordinator(facade, key_type, key)
+        coordinators.append(cls.Coordinator(key=key, node_id=node_id, host=host, port=port,
+                                            error_code=code, error_message=message))
+    return cls(throttle_time_ms=0, coordinators=coordinators)
+
+
+async def offset_commit(facade, version, body):
+    """Commit a group's offsets (a group without members: generation -1). Partitions of
+    topics the cluster does not have are UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by
+    id, v10) and go no further, as in Kafka; the rest are written as one batch to the
+    group's offsets partition and answered once the high watermark passed it."""
+    cls = m.OffsetCommitResponse
+    image = facade.image
+    by_id = version >= 10
+    answers, accepted = [], []
+    for t in body.topics:
+        topic = image.topic(t.topic_id if by_id else t.name)
+        slots = []
+        for p in t.partitions:
+            slot = [p.partition_index, 0]
+            if topic is None:
+                slot[1] = _E.UNKNOWN_TOPIC_ID if by_id else _E.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.partition_index not in topic.partitions:
+                slot[1] = _E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                accepted.append((slot, topic, p))
+            slots.append(slot)
+        answers.append((t, slots))
+    if accepted:
+        await _commit(facade, version, body, accepted)
+    topics = []
+    for t, slots in answers:
+        entry = cls.OffsetCommitResponseTopic(partitions=[
+            cls.OffsetCommitResponsePartition(partition_index=index, error_code=code)
+            for index, code in slots])
+        if by_id:
+            entry.topic_id = t.topic_id
+        else:
+            entry.name = t.name
+        topics.append(entry)
+    return cls(throttle_time_ms=0, topics=topics)
+
+
+async def _commit(facade, version, body, accepted):
+    """Set the code of each accepted (slot, topic image, request partition)."""
+    groups = facade.groups
+    group = body.group_id
+    now = facade.now_ms()
+
+    def fail(code, slots=None):
+        for slot, *_ in (accepted if slots is None else slots):
+            slot[1] = code
+
+    try:
+        groups.validate_commit(group, body.generation_id_or_member_epoch if version >= 1 else -1,
+                               body.member_id if version >= 1 else "",
+                               body.group_instance_id if version >= 7 else None, version)
+    except GroupError as exc:
+        return fail(exc.code)
+    expire = -1
+    if 2 <= version <= 4 and body.retention_time_ms != -1:
+        expire = now + body.retention_time_ms  # Kafka writes such a commit as value v1
+    writes = []
+    for slot, topic, p in accepted:
+        code = groups.metadata_error(p.committed_metadata)
+        if code is not None:
+            slot[1] = code
+            continue
+        value = OffsetAndMetadata(
+            p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+            p.committed_metadata or "", now, expire,
+            topic.topic_id if version >= 10 else ZERO_UUID)
+        writes.append((slot, topic.name, p.partition_index, value))
+    if not writes:
+        return None
+    try:
+        partition, end = groups.commit(group, [w[1:] for w in writes], now)
+    except GroupError as exc:
+        return fail(exc.code, writes)
+    await _wait_for(facade, [partition],
+                    lambda: groups.is_committed(partition, end) or groups.commit_failed(partition),
+                    groups.config.commit_timeout_ms)
+    if groups.is_committed(partition, end):
+        return None
+    # leadership moved (NOT_COORDINATOR), or not replicated in time: Kafka's timeout
+    # (REQUEST_TIMED_OUT) reaches the committer as COORDINATOR_NOT_AVAILABLE
+    return fail(_E.NOT_COORDINATOR if groups.commit_failed(partition)
+                else _E.COORDINATOR_NOT_AVAILABLE, writes)
+
+
+def _group_offsets(facade, version, group, topics):
+    """(group error code, [(request topic or name, [(index, OffsetAndMetadata or None, code)])])
+    answering one group of an OffsetFetch: the committed offsets of the partitions asked
+    for (None: not committed, -1 in the answer), or all of them when `topics` is None."""
+    try:
+        offsets = facade.groups.committed(group)
+    except GroupError as exc:
+        return exc.code, []
+    image = facade.image
+    by_id = version >= 10
+    out = []
+    if topics is None:
+        by_topic = {}
+        for (name, index), value in offsets.items():
+            by_topic.setdefault(name, []).append((index, value, 0))
+        for name in sorted(by_topic):
+            key = name
+            if by_id:
+                t = image.topic(name)
+                if t is None:
+                    continue  # deleted since: no id to name it by
+                key = t.topic_id
+            out.append((key, sorted(by_topic[name], key=lambda part: part[0])))
+        return 0, out
+    for t in topics:
+        if by_id:
+            topic = image.topics.get(t.topic_id)
+            if topic is None:
+                out.append((t.topic_id, [(i, None, _E.UNKNOWN_TOPIC_ID)
+                                         for i in t.partition_indexes]))
+                continue
+            name, key = topic.name, t.topic_id
+        else:
+            name = key = t.name
+        out.append((key, [(i, offsets.get((name, i)), 0) for i in t.partition_indexes]))
+    return 0, out
+
+
+def _fetched_partition(cls, version, index, value, code):
+    if value is None:
+        value = OffsetAndMetadata(-1)
+    r = cls(partition_index=index, committed_offset=value.offset, metadata=value.metadata,
+            error_code=code)
+    if version >= 5:
+        r.committed_leader_epoch = value.leader_epoch
+    return r
+
+
+async def offset_fetch(facade, version, body):
+    """The committed offsets of a group (v8+: of several groups, each answered on its own,
+    so one group's error never touches another's)."""
+    cls = m.OffsetFetchResponse
+    if version >= 8:
+        answers = []
+        for g in body.groups:
+            code, topics = _group_offsets(facade, version, g.group_id, g.topics)
+            entry = cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code)
+            for key, parts in topics:
+                t = cls.OffsetFetchResponseTopics(partitions=[
+                    _fetched_partition(cls.OffsetFetchResponsePartitions, version, *part)
+                    for part in parts])
+                if version >= 10:
+                    t.topic_id = key
+                else:
+                    t.name = key
+                entry.topics.append(t)
+            answers.append(entry)
+        return cls(throttle_time_ms=0, groups=answers)
+    topics = body.topics if version >= 2 else (body.topics or [])
+    code, answer = _group_offsets(facade, version, body.group_id, topics)
+    if code and version < 2:
+        # v0-1 have no group-level error: every partition asked for carries it
+        answer = [(t.name, [(i, None, code) for i in t.partition_indexes]) for t in topics]
+    response = cls(throttle_time_ms=0, topics=[
+        cls.OffsetFetchResponseTopic(name=name, partitions=[
+            _fetched_partition(cls.OffsetFetchResponsePartition, version, *part)
+            for part in parts]) for name, parts in answer])
+    if version >= 2:
+        response.error_code = code
+    return response
+
+
 # ------------------------------------------------------------------------------ forwarding
 
 def _forwarded(key):
@@ -477,7 +724,8 @@ FORWARDED_API_KEYS = frozenset((19, 20, 37, 43, 44))
 """CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, IncrementalAlterConfigs:
 sent on to the active controller."""
 
-_HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 22: init_producer_id,
+_HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit,
+             9: offset_fetch, 10: find_coordinator, 22: init_producer_id,
              23: offset_for_leader_epoch,
              32: describe_configs, 60: describe_cluster,
              **{key: _forwarded(key) for key in FORWARDED_API_KEYS}}
@@ -485,7 +733,7 @@ _HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 22: init_produc
 BROKER_API_KEYS = frozenset(_HANDLERS)
 """The API keys `handle_broker_request` answers (the listener answers ApiVersions)."""
 
-BROKER_VERSIONS = {0: (3, 12), 1: (4, 17), 2: (1, 10), 23: (2, 4)}
+BROKER_VERSIONS = {0: (3, 12), 1: (4, 17), 2: (1, 10), 8: (2, 10), 9: (1, 10), 23: (2, 4)}
 """The version ranges the broker listener advertises where they are narrower than the
 schemas' (Kafka 4's: Produce from 3, Fetch from 4, ...)."""
 

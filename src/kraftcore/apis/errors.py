@@ -6,8 +6,9 @@ This module owns where such an error goes in each response schema:
 * into the response's top-level ErrorCode (and ErrorMessage) when the schema has one at the
   request's version;
 * otherwise into every item the request named, once per distinct item, in request order
-  (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs);
-  ElectLeaders and Metadata v13 get both.
+  (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs;
+  FindCoordinator v4+ per key, OffsetCommit per partition, OffsetFetch v0-1 per partition
+  and v8+ per group); ElectLeaders and Metadata v13 get both.
 
 An error response never raises for the request's content: a body whose items cannot be
 walked gets the top-level fields only. It holds no state.
@@ -131,10 +132,49 @@ def _error_describe_configs(version, body, code, message):
         resource_name=r.resource_name) for r in body.resources])
 
 
+def _error_find_coordinator(version, body, code, message):
+    cls = m.FindCoordinatorResponse
+    if version < 4:
+        return cls(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+    return cls(coordinators=[
+        cls.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                        error_message=message) for key in body.coordinator_keys])
+
+
+def _error_offset_commit(version, body, code, message):
+    cls = m.OffsetCommitResponse
+    topics = []
+    for t in body.topics:
+        entry = cls.OffsetCommitResponseTopic(partitions=[
+            cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                              error_code=code) for p in t.partitions])
+        if version >= 10:
+            entry.topic_id = t.topic_id
+        else:
+            entry.name = t.name
+        topics.append(entry)
+    return cls(topics=topics)
+
+
+def _error_offset_fetch(version, body, code, message):
+    cls = m.OffsetFetchResponse
+    if version >= 8:
+        return cls(groups=[cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code)
+                           for g in body.groups])
+    if version >= 2:
+        return cls(error_code=code)
+    # v0-1 have no group-level error: every partition asked for carries it
+    return cls(topics=[cls.OffsetFetchResponseTopic(name=t.name, partitions=[
+        cls.OffsetFetchResponsePartition(partition_index=i, committed_offset=-1, metadata="",
+                                         error_code=code) for i in t.partition_indexes])
+        for t in body.topics or ()])
+
+
 _ERROR_BUILDERS = {
     19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
     44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
-    60: _error_describe_cluster, 32: _error_describe_configs,
+    60: _error_describe_cluster, 32: _error_describe_configs, 10: _error_find_coordinator,
+    8: _error_offset_commit, 9: _error_offset_fetch,
 }
 
 

@@ -97,7 +97,14 @@ _NUMBERS = (
     ("log.retention.bytes", "log_retention_bytes", "LONG", -1, -1),
     ("log.flush.interval.ms", "log_flush_interval_ms", "LONG", -1, -1),
     ("log.flush.interval.messages", "log_flush_interval_messages", "LONG", INT64_MAX, 1),
+    # Consumer groups' committed offsets (Kafka's GroupCoordinatorConfig).
+    ("offsets.topic.num.partitions", "offsets_topic_partitions", "INT", 50, 1),
+    ("offsets.topic.replication.factor", "offsets_topic_replication_factor", "SHORT", 3, 1),
+    ("offset.metadata.max.bytes", "offset_metadata_bytes_max", "INT", 4096, 0),
+    ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms", "INT", 5000, 1),
 )
+# The largest value of each Java integer type a key can have.
+_JAVA_MAX = {"SHORT": 32767, "INT": INT32_MAX, "LONG": INT64_MAX}
 # queued.max.request.bytes is not in _NUMBERS: its default is kraftcore's own (the value of
 # socket.request.max.bytes, where Kafka's is -1, no limit), see NodeConfig.
 _QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
@@ -207,6 +214,10 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_flush_interval_ms: int = -1
     log_flush_interval_messages: int = INT64_MAX
+    offsets_topic_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offset_metadata_bytes_max: int = 4096
+    offsets_commit_timeout_ms: int = 5000
     # None: socket_request_bytes_max (kraftcore's default; Kafka's is -1, no limit)
     queued_request_bytes_max: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
@@ -441,6 +452,13 @@ class NodeConfig:
                 "append_bytes_max": max(64 * 1024 * 1024, self.message_bytes_max),
                 "fsync": fsync, **interval}
 
+    def group_settings(self):
+        """Keyword arguments of the broker's `kraftcore.broker.groups.GroupConfig`."""
+        return {"offsets_partitions": self.offsets_topic_partitions,
+                "offsets_replication_factor": self.offsets_topic_replication_factor,
+                "metadata_chars_max": self.offset_metadata_bytes_max,
+                "commit_timeout_ms": self.offsets_commit_timeout_ms}
+
     @property
     def request_memory_bytes(self):
         """`queued.max.request.bytes` as the node's `kraftcore.net.RequestMemory` takes it:
@@ -482,7 +500,7 @@ def _integer(key, text, java_type):
     if not re.fullmatch(r"[+-]?[0-9]+", trimmed):
         _fail(key, f"{text!r} is not an integer")
     value = int(trimmed)
-    bound = INT32_MAX if java_type == "INT" else INT64_MAX
+    bound = _JAVA_MAX[java_type]
     if not -bound - 1 <= value <= bound:
         _fail(key, f"{value} is out of range for a Java {java_type.lower()}")
     return value
@@ -689,7 +707,7 @@ def _check_values(config):
         if value < minimum:
             what = {1: "must be positive", 0: "must be >= 0", -1: "must be -1 (no limit) or >= 0"}
             _fail(key, f"{value} {what.get(minimum, f'must be at least {minimum}')}")
-        if value > (INT32_MAX if java_type == "INT" else INT64_MAX):
+        if value > _JAVA_MAX[java_type]:
             _fail(key, f"{value} is out of range for a Java {java_type.lower()}")
     if config.broker_heartbeat_interval_ms >= config.broker_session_timeout_ms:
         _fail("broker.heartbeat.interval.ms",

@@ -19,7 +19,8 @@ quorum's requests and clients' arrive on the same controller listener), its peer
   core knows) as BrokerRegistration / BrokerHeartbeat (`kraftcore.broker.requests`).
   Each new image goes to the broker's `ReplicaManager` (partition logs under `log.dirs`,
   leader or follower per partition) and to its `ReplicaFetchers` (one fetch task per
-  leader broker, over a second peer pool keyed by broker id). Every
+  leader broker, over a second peer pool keyed by broker id) and to its group coordinator
+  (`kraftcore.runtime.groups`: the offsets partitions it leads load their groups). Every
   min(500 ms, replica.lag.time.max.ms / 2) a leader sends the ISR changes its partitions
   decided as one AlterPartition to the active controller. The broker listener answers
   with `kraftcore.apis.broker` (`_BrokerView`): data-plane requests from the partitions,
@@ -58,6 +59,7 @@ from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
+from kraftcore.runtime.groups import BrokerGroups
 from kraftcore.runtime.metrics import NodeMetrics
 from kraftcore.runtime.node_log import RaftEventLog, log_metadata_changes
 from kraftcore.runtime.raft_driver import RaftDriver
@@ -243,6 +245,7 @@ class BrokerRole(_Wakeup):
         self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000)
         self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
                                         config, lambda: self.lifecycle.broker_epoch)
+        self.groups = BrokerGroups(self)
         self.metadata.add_publisher(self._on_image)
         self._reapply_scheduled = False
         self._producer_ids = None  # (next, end) of the current block
@@ -267,6 +270,7 @@ class BrokerRole(_Wakeup):
                      p.name, p.leader_epoch, p.leader_id)
         for p in changes.removed:
             log.info("broker %s: no longer hosts %s", node.node_id, p.name)
+        self.groups.on_role_changes(changes)
         self.fetchers.update(image)
 
     async def next_producer_id(self):
@@ -302,6 +306,7 @@ class BrokerRole(_Wakeup):
             self._on_image(self.metadata.image, None)
 
     async def close(self):
+        self.groups.close()
         await self.fetchers.close()
         await self.broker_pool.close()
         try:
@@ -462,6 +467,7 @@ class _BrokerView:
         self.cluster_id = node.cluster_id
         self.image = node.broker.metadata.image
         self.replicas = node.broker.replicas
+        self.groups = node.broker.groups.coordinator
         self.fetch_region_bytes_min = BROKER_FETCH_ZERO_COPY_BYTES_MIN
 
     def controller_id(self):
@@ -478,6 +484,9 @@ class _BrokerView:
 
     async def next_producer_id(self):
         return await self.node.broker.next_producer_id()
+
+    def ensure_offsets_topic(self):
+        self.node.broker.groups.ensure_offsets_topic()
 
 
 class Node:

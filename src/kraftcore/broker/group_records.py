@@ -1,0 +1,158 @@
+"""The records of Kafka's offsets topic (`__consumer_offsets`) that kraftcore reads and writes,
+byte for byte as Kafka 4.x writes them, and the group -> offsets partition rule.
+
+A record's key and value each start with a big-endian int16: the key's with the record type
+(Kafka's `CoordinatorRecordType`), the value's with the version of its schema; the rest is
+the struct in Kafka's classic encoding (flexible versions with compact strings and tagged
+fields). A null value is a tombstone: it deletes its key.
+
+| record type | key (version 0 schema) | value |
+|---|---|---|
+| 0, 1 (offset commit; 0 is the legacy type, the same layout) | group string, topic string, partition int32 | `OffsetCommitValue` v0-4 |
+| 2 (group metadata) | group string | a classic group's members (not read here) |
+| 3+ | the consumer / share / streams groups of KIP-848 and later | (not read here) |
+
+`OffsetCommitValue` versions: v0 offset int64, metadata string, commitTimestamp int64; v1
+adds expireTimestamp int64 (v1 only); v2 is v0; v3 adds leaderEpoch int32 after the
+offset; v4 is v3 flexible with a tagged topicId (tag 0, written only when not zero). Kafka
+4.x writes v4, and v1 for a commit that asks for a retention time (OffsetCommit v2-4 with
+RetentionTimeMs other than -1); kraftcore does the same (`offset_commit_record`).
+
+The coordinator of group `g` is the leader of partition
+`abs(javaStringHashCode(g)) % offsets.topic.num.partitions`, where the hash is Java's
+`String.hashCode` over the UTF-16 code units as a signed 32-bit integer and `abs` maps
+Integer.MIN_VALUE to 0 (Kafka's `Utils.abs`) — `partition_for`.
+"""
+
+import struct
+from typing import NamedTuple
+
+from kraftcore.errors import CorruptRecordError
+from kraftcore.protocol.schema import Field as F, adopt, message
+from kraftcore.types import ZERO_UUID
+
+__all__ = ["OFFSETS_TOPIC", "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey",
+           "OffsetAndMetadata", "OFFSET_COMMIT_VALUE_VERSION", "offset_commit_record",
+           "decode_key", "decode_offset_value", "java_string_hash", "partition_for",
+           "RECORD_TYPE_LEGACY_OFFSET_COMMIT", "RECORD_TYPE_OFFSET_COMMIT",
+           "RECORD_TYPE_GROUP_METADATA"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+RECORD_TYPE_LEGACY_OFFSET_COMMIT = 0
+RECORD_TYPE_OFFSET_COMMIT = 1
+RECORD_TYPE_GROUP_METADATA = 2
+# The version Kafka 4.x writes, and the one it writes for a commit with a retention time.
+OFFSET_COMMIT_VALUE_VERSION = 4
+OFFSET_COMMIT_VALUE_VERSION_EXPIRING = 1
+
+_INT16 = struct.Struct(">h")
+_INT32_MIN = -(1 << 31)
+
+OffsetCommitKey = message("OffsetCommitKey", kind="data", valid="0", flexible="none", fields=[
+    F("group", "string"),
+    F("topic", "string"),
+    F("partition", "int32"),
+])
+
+OffsetCommitValue = message("OffsetCommitValue", kind="data", valid="0-4", flexible="4+",
+                            fields=[
+    F("offset", "int64"),
+    F("leaderEpoch", "int32", "3+", default=-1, ignorable=True),
+    F("metadata", "string"),
+    F("commitTimestamp", "int64"),
+    F("expireTimestamp", "int64", "1", default=-1, ignorable=True),
+    F("topicId", "uuid", "4+", tag=0, ignorable=True),
+])
+
+GroupMetadataKey = message("GroupMetadataKey", kind="data", valid="0", flexible="none",
+                           fields=[F("group", "string")])
+
+for _cls in (OffsetCommitKey, OffsetCommitValue, GroupMetadataKey):
+    adopt(_cls, __name__)
+del _cls
+
+
+class OffsetAndMetadata(NamedTuple):
+    """One committed offset: what OffsetFetch answers for a group's partition."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int = -1
+    topic_id: object = ZERO_UUID
+
+
+def offset_commit_record(group, topic, partition, value):
+    """(key bytes, value bytes) of the record committing `value` (an `OffsetAndMetadata`)
+    for `group`'s `topic`-`partition`: value v1 when it expires, else v4."""
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    key_bytes = _INT16.pack(RECORD_TYPE_OFFSET_COMMIT) + key.encode(0)
+    expiring = value.expire_timestamp_ms != -1
+    version = OFFSET_COMMIT_VALUE_VERSION_EXPIRING if expiring else OFFSET_COMMIT_VALUE_VERSION
+    body = OffsetCommitValue(offset=value.offset, leader_epoch=value.leader_epoch,
+                             metadata=value.metadata,
+                             commit_timestamp=value.commit_timestamp_ms,
+                             expire_timestamp=value.expire_timestamp_ms,
+                             topic_id=value.topic_id)
+    return key_bytes, _INT16.pack(version) + body.encode(version)
+
+
+def decode_key(data):
+    """A record key of the offsets topic: ("offset", group, topic, partition) for an offset
+    commit, ("group", group) for group metadata, (None, record type) for a type kraftcore
+    does not read. Raises `CorruptRecordError` on bytes that are not such a key."""
+    if data is None or len(data) < 2:
+        raise CorruptRecordError("an offsets topic record has no key, or one shorter than "
+                                 "its type")
+    data = bytes(data)
+    record_type = _INT16.unpack_from(data)[0]
+    try:
+        if record_type in (RECORD_TYPE_LEGACY_OFFSET_COMMIT, RECORD_TYPE_OFFSET_COMMIT):
+            key = OffsetCommitKey.decode(data[2:], 0)
+            return ("offset", key.group, key.topic, key.partition)
+        if record_type == RECORD_TYPE_GROUP_METADATA:
+            return ("group", GroupMetadataKey.decode(data[2:], 0).group)
+    except Exception as exc:  # noqa: BLE001 - ProtocolError, UnicodeDecodeError, ...
+        raise CorruptRecordError(f"an offsets topic key of type {record_type} does not "
+                                 f"decode: {exc}") from None
+    return (None, record_type)
+
+
+def decode_offset_value(data):
+    """The `OffsetAndMetadata` of an offset commit record's value (versions 0-4). Raises
+    `CorruptRecordError` on bytes that are not such a value."""
+    if len(data) < 2:
+        raise CorruptRecordError("an offset commit value is shorter than its version")
+    data = bytes(data)
+    version = _INT16.unpack_from(data)[0]
+    if not 0 <= version <= OffsetCommitValue.valid_versions[1]:
+        raise CorruptRecordError(f"offset commit value version {version} is not one of "
+                                 f"0-{OffsetCommitValue.valid_versions[1]}")
+    try:
+        v = OffsetCommitValue.decode(data[2:], version)
+    except Exception as exc:  # noqa: BLE001
+        raise CorruptRecordError(f"an offset commit value v{version} does not decode: "
+                                 f"{exc}") from None
+    return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                             v.expire_timestamp, v.topic_id)
+
+
+def java_string_hash(text):
+    """Java's `String.hashCode()` of `text`: s[0]*31^(n-1) + ... + s[n-1] over its UTF-16
+    code units (a character beyond the BMP counts as its two surrogates), as a signed
+    32-bit integer."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group, partitions):
+    """The offsets topic partition whose leader coordinates `group` (Kafka's
+    `Utils.abs(group.hashCode()) % partitions`)."""
+    if partitions < 1:
+        raise ValueError(f"the offsets topic needs at least one partition, got {partitions}")
+    h = java_string_hash(group)
+    return (0 if h == _INT32_MIN else abs(h)) % partitions

@@ -1,0 +1,112 @@
+"""Kafka's own decoder reads the offsets topic kraftcore's group coordinator writes:
+`kafka-dump-log --offsets-decoder` (Kafka 4.4.0's `org.apache.kafka.tools.DumpLogSegments`)
+on a `__consumer_offsets` partition segment that a `GroupCoordinator` leading it wrote
+through its partition (`kraftcore.broker.partition.Partition`, the log a broker keeps):
+commits of value v4 (with a leader epoch, metadata, a topic id given as tag 0), v1 (a
+commit with a retention time) and a tombstone. Each record's key and value, as Kafka prints
+them, are the values kraftcore committed.
+
+Without Java or Kafka's jars the test skips on a developer's machine and fails under CI
+(`.ci/run` sets CI), as the other tests of Kafka's tools do."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+
+import pytest
+
+from kraftcore import codec
+from kraftcore.broker.group_records import (OFFSETS_TOPIC, OffsetAndMetadata,
+                                            offset_commit_record)
+from kraftcore.broker.groups import GroupConfig, GroupCoordinator
+from kraftcore.broker.high_watermarks import HighWatermarks
+from kraftcore.broker.partition import Partition
+from kraftcore.broker.replicas import RoleChanges
+from kraftcore.log import Log
+from kraftcore.metadata.records import PartitionRecord
+from kraftcore.types import Uuid
+from tests.peers.kafka_node import kafka_jars_for_tests
+
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
+TOOL_TIMEOUT_S = 180
+NOW = 1_700_000_000_000
+TOPIC_ID = Uuid.random(random.Random(7))
+
+
+@pytest.fixture(scope="module")
+def jars():
+    return kafka_jars_for_tests()
+
+
+def write_offsets_partition(directory):
+    """Commits through a coordinator leading __consumer_offsets-0; returns the segment path
+    and what was committed, in log order ((group, topic, partition), value or None)."""
+    log = Log.open(directory / f"{OFFSETS_TOPIC}-0", own_checkpoints=False)
+    partition = Partition(OFFSETS_TOPIC, Uuid.random(random.Random(1)), 0, log, 1,
+                          HighWatermarks())
+    partition.apply(PartitionRecord(partition_id=0, topic_id=partition.topic_id, replicas=[1],
+                                    isr=[1], leader=1, leader_epoch=3, partition_epoch=0), 1, NOW)
+    coordinator = GroupCoordinator(1, GroupConfig(offsets_partitions=1))
+    coordinator.on_role_changes(RoleChanges([partition], [], [], []))
+    while coordinator.load_step(1 << 20):
+        pass
+    written = []
+    for group, offsets in (
+            ("console-consumer-1", [("orders", 0, OffsetAndMetadata(42, 7, "meta", NOW)),
+                                    ("orders", 1, OffsetAndMetadata(5, -1, "", NOW, NOW + 60_000))]),
+            ("grüße", [("orders", 2, OffsetAndMetadata(9, 1, "ü", NOW + 1, topic_id=TOPIC_ID))])):
+        coordinator.commit(group, offsets, NOW)
+        written += [((group, topic, index), value) for topic, index, value in offsets]
+    key, _ = offset_commit_record("console-consumer-1", "orders", 1, OffsetAndMetadata(0))
+    partition.append_as_leader(codec.encode_batch([None], keys=[key], timestamp=NOW + 2), -1)
+    written.append((("console-consumer-1", "orders", 1), None))
+    # the coordinator that loads this log (the next leader) sees the tombstone
+    loaded = GroupCoordinator(1, GroupConfig(offsets_partitions=1))
+    loaded.on_role_changes(RoleChanges([partition], [], [], []))
+    while loaded.load_step(1 << 20):
+        pass
+    assert loaded.committed("console-consumer-1") == {
+        ("orders", 0): OffsetAndMetadata(42, 7, "meta", NOW)}
+    log.close()
+    return directory / f"{OFFSETS_TOPIC}-0" / "00000000000000000000.log", written
+
+
+_RECORD = re.compile(r"^\| offset: (\d+) .* key: (\{.*\}) payload: (.*)$")
+
+
+def expected_payload(value):
+    if value is None:
+        return "<DELETE>"
+    if value.expire_timestamp_ms != -1:
+        return {"version": "1", "data": {
+            "offset": value.offset, "metadata": value.metadata,
+            "commitTimestamp": value.commit_timestamp_ms,
+            "expireTimestamp": value.expire_timestamp_ms}}
+    data = {"offset": value.offset, "leaderEpoch": value.leader_epoch,
+            "metadata": value.metadata, "commitTimestamp": value.commit_timestamp_ms}
+    if value.topic_id == TOPIC_ID:
+        data["topicId"] = str(TOPIC_ID)
+    return {"version": "4", "data": data}
+
+
+def test_kafka_decodes_the_offsets_kraftcore_commits(jars, tmp_path):
+    segment, written = write_offsets_partition(tmp_path)
+    proc = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*", DUMP_LOG,
+         "--offsets-decoder", "--files", str(segment)],
+        capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [_RECORD.match(line) for line in proc.stdout.splitlines()
+               if line.startswith("| offset:")]
+    assert len(records) == len(written) and all(records), proc.stdout
+    for offset, (match, ((group, topic, index), value)) in enumerate(zip(records, written)):
+        assert int(match.group(1)) == offset
+        assert json.loads(match.group(2)) == {
+            "type": "1", "data": {"group": group, "topic": topic, "partition": index}}
+        payload = match.group(3)
+        expected = expected_payload(value)
+        assert (payload if value is None else json.loads(payload)) == expected, match.group(0)
+    assert "isvalid: true" in proc.stdout and "isvalid: false" not in proc.stdout
