@@ -28,6 +28,8 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from kraftcore.runtime.local_cluster import free_ports
 from typing import Self
 
 KAFKA_DIR = Path(__file__).resolve().parent / "kafka"
@@ -102,12 +104,6 @@ def _default_cache() -> Path:
     return Path.home() / ".cache" / "kraftcore" / f"kafka-{kafka_version()}"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def random_cluster_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes, URL-safe base64, no padding."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -137,6 +133,19 @@ logger.req.appenderRef.req.ref = REQUESTS
 """
 
 
+# A broker's settings for a cluster of one broker: no automatic topics, internal topics
+# with one replica, no wait before a group's first rebalance.
+_ONE_BROKER = {
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.min.isr": 1,
+    "share.coordinator.state.topic.replication.factor": 1,
+    "share.coordinator.state.topic.min.isr": 1,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
 def _server_properties(data_dir: Path, node_id: int, broker_port: int, controller_port: int) -> str:
     props = {
         "process.roles": "broker,controller",
@@ -149,13 +158,7 @@ def _server_properties(data_dir: Path, node_id: int, broker_port: int, controlle
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
         "num.partitions": 1,
-        "auto.create.topics.enable": "false",
-        "offsets.topic.replication.factor": 1,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
-        "group.initial.rebalance.delay.ms": 0,
+        **_ONE_BROKER,
         "num.network.threads": 2,
         "num.io.threads": 2,
         "num.recovery.threads.per.data.dir": 1,
@@ -215,9 +218,7 @@ def kafka_combined(
     jars = fetch_kafka_jars()
     classpath = str(jars / "*")
     data_dir = tmp / "data"
-    broker_port, controller_port = free_port(), free_port()
-    while controller_port == broker_port:
-        controller_port = free_port()
+    broker_port, controller_port = free_ports(2)
     props = _server_properties(data_dir, 1, broker_port, controller_port)
     for k, v in (extra_properties or {}).items():
         props += f"{k}={v}\n"
@@ -313,20 +314,6 @@ JVM_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                "-Djava.awt.headless=true")
 
 
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct free ports on 127.0.0.1 (all bound at once, then released)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 class KafkaCluster:
     """A real Kafka KRaft cluster: controllers 1..C (``process.roles=controller``) and brokers
     C+1..C+B (``process.roles=broker``), each its own JVM on free 127.0.0.1 ports.
@@ -358,7 +345,7 @@ class KafkaCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.classpath = str(fetch_kafka_jars() / "*")
         self.cluster_id = random_cluster_id()
-        ports = iter(_free_ports(controllers + brokers))
+        ports = iter(free_ports(controllers + brokers))
         self.nodes: dict[int, dict] = {}
         for node_id in range(1, controllers + brokers + 1):
             role = "controller" if node_id <= controllers else "broker"
@@ -398,13 +385,7 @@ class KafkaCluster:
                 "listeners": f"PLAINTEXT://127.0.0.1:{node['port']}",
                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node['port']}",
                 "inter.broker.listener.name": "PLAINTEXT",
-                "auto.create.topics.enable": "false",
-                "offsets.topic.replication.factor": 1,
-                "transaction.state.log.replication.factor": 1,
-                "transaction.state.log.min.isr": 1,
-                "share.coordinator.state.topic.replication.factor": 1,
-                "share.coordinator.state.topic.min.isr": 1,
-                "group.initial.rebalance.delay.ms": 0,
+                **_ONE_BROKER,
             })
         return props
 
