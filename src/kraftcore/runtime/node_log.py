@@ -121,10 +121,16 @@ def log_metadata_changes(node_id, image, records, *, active):
     if not metadata_log.isEnabledFor(level):
         return
     describer = ChangeDescriber(image)
+    configs_told = metadata_log.isEnabledFor(logging.DEBUG)
     told = 0
     for record in records:
-        line = describer.describe(record)  # every record: later ones build on it
-        record_level = logging.DEBUG if type(record) is R.ConfigRecord else level
+        if type(record) is R.ConfigRecord:
+            if not configs_told:
+                continue  # a config change says nothing later records build on
+            record_level = logging.DEBUG
+        else:
+            record_level = level
+        line = describer.describe(record)  # every other record: later ones build on it
         if line is None or not metadata_log.isEnabledFor(record_level):
             continue
         told += 1
