@@ -128,6 +128,22 @@ def test_an_existing_topic_is_refused():
     assert c.records_since(mark) == READ_BARRIER
 
 
+def test_a_name_that_differs_from_a_topics_only_in_dot_and_underscore_is_refused():
+    # Kafka keeps one of "a.b" and "a_b": they would share metric names
+    c = Cluster()
+    c.create(("orders.eu", 1, 1), ("plain", 1, 1))
+    mark = c.mark()
+    results = c.create(("orders_eu", 1, 1), ("orders-eu", 1, 1), ("plainer", 1, 1))
+    assert codes(results) == [ErrorCode.INVALID_TOPIC_EXCEPTION, 0, 0]
+    assert results[0].error_message == \
+        "Topic 'orders_eu' collides with existing topic: orders.eu"
+    assert "orders_eu" not in c.image.topic_ids
+    assert names(c.records_since(mark)).count("TopicRecord") == 2
+    # once the other is deleted, the name is free again
+    c.h.call("delete_topics", ["orders.eu"])
+    assert codes(c.create(("orders_eu", 1, 1))) == [0]
+
+
 def test_replication_factor_and_partition_count_limits():
     c = Cluster(brokers=3)
     results = c.create(("too_many", 1, 4), ("zero_rf", 1, 0), ("zero_parts", 0, 1),

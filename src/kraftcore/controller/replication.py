@@ -76,6 +76,17 @@ def _validate_config(name, value):
     return topic_configs.check(name, value)
 
 
+def _unified(name):
+    """A topic name with '.' as '_': two names equal this way collide in metric names,
+    so Kafka keeps only one of them."""
+    return name.replace(".", "_")
+
+
+def _add_collision(collisions, name):
+    if "." in name or "_" in name:
+        collisions.setdefault(_unified(name), set()).add(name)
+
+
 def topic_name_error(name):
     """Why `name` cannot name a topic (Kafka's rules: not empty, "." or "..", at most
     TOPIC_NAME_BYTES_MAX characters, only ASCII letters, digits, '.', '_' and '-'), or None."""
@@ -96,6 +107,9 @@ class ReplicationControl:
         self.placer = StripedReplicaPlacer()
         self.isr_index = None  # broker id -> {(topic id, partition id): None}
         self.leaderless = None  # {(topic id, partition id): None}
+        # the names of the topics with a '.' or '_', by their name with '.' as '_'
+        # (Kafka refuses a new topic whose name differs from one of these only there)
+        self.collisions = None
 
     # ------------------------------------------------------------------ the ISR index
 
@@ -115,10 +129,14 @@ class ReplicationControl:
                     leaderless[key] = None
         self.isr_index = index
         self.leaderless = leaderless
+        self.collisions = {}
+        for name in self.controller.working.topic_ids:
+            _add_collision(self.collisions, name)
 
     def on_deactivate(self):
         self.isr_index = None
         self.leaderless = None
+        self.collisions = None
 
     def on_replayed(self, base, records):
         """Keep the index current after our `records` were replayed on `base`."""
@@ -159,10 +177,15 @@ class ReplicationControl:
                 if record.leader == NO_LEADER:
                     leaderless[key] = None
                 current[key] = (record.isr, record.leader)
+            elif cls is R.TopicRecord:
+                _add_collision(self.collisions, record.name)
             elif cls is R.RemoveTopicRecord:
                 topic = base.topics.get(record.topic_id)
                 if topic is None:
                     continue
+                names = self.collisions.get(_unified(topic.name))
+                if names is not None:
+                    names.discard(topic.name)
                 for pid, p in topic.partitions.items():
                     key = (record.topic_id, pid)
                     isr = current[key][0] if key in current else p.isr
@@ -314,6 +337,11 @@ class ReplicationControl:
                 if name in image.topic_ids:
                     raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS,
                                           f"topic {name!r} already exists")
+                other = next(iter(self.collisions.get(_unified(name), ())), None)
+                if other is not None:
+                    raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                          f"Topic '{name}' collides with existing topic: "
+                                          f"{other}")
                 for key, value in (topic.configs or {}).items():
                     error = _validate_config(key, value)
                     if error is not None:
