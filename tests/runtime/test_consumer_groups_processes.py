@@ -130,8 +130,11 @@ def test_committed_offsets_survive_the_coordinators_death(cluster):
         assert len(first["values"]) == RECORDS // 2 == len(set(first["values"]))
         # mid-partition offsets, each as the client itself reads it back
         assert any(0 < o < RECORDS // PARTITIONS for o in first["positions"].values()), first
-        got = {p: o for p, o in first["committed"].items() if o}
-        assert got == {p: o for p, o in first["positions"].items() if o}, (client, first)
+        # a partition the consumer never fetched from has no position (librdkafka: -1001)
+        # and no commit
+        got = {p: o for p, o in first["committed"].items() if o is not None and o > 0}
+        assert got == {p: o for p, o in first["positions"].items() if o is not None and o > 0}, \
+            (client, first)
         firsts[client] = first
         again = group_clients.resume(client, boot, topic, group, PARTITIONS,
                                      RECORDS - RECORDS // 2)
