@@ -112,18 +112,22 @@ class LocalCluster:
         except subprocess.TimeoutExpired:
             pass  # the processes are stopped below
         finally:
-            processes = [self.supervisor] + list(self.restarted.values()) + self.reap
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(WAIT_S)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            terminate([self.supervisor] + list(self.restarted.values()) + self.reap)
             self.restarted, self.reap = {}, []
             self.log.close()
+
+
+def terminate(processes):
+    """SIGTERM every process still running, then wait for each (SIGKILL after WAIT_S)."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _pairs(overrides):
@@ -171,15 +175,7 @@ class FormattedNodes:
                   [p for i, p in self.processes.items() if "controller" in self.nodes[i]["roles"]])
         try:
             for group in groups:
-                for process in group:
-                    if process.poll() is None:
-                        process.send_signal(signal.SIGTERM)
-                for process in group:
-                    try:
-                        process.wait(WAIT_S)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+                terminate(group)
         finally:
             for process in self.processes.values():
                 if process.poll() is None:
