@@ -93,6 +93,15 @@ QUORUM_STATE_FILE_BYTES_MAX = 1 << 20
 # Raft batch with its framing.
 SNAPSHOT_FIRST_BATCH_BYTES_MAX = RAFT_BATCH_BYTES_MAX + LOG_OVERHEAD_BYTES
 
+# The log cleaner (`kraftcore.log.cleaner`) reads a segment this many bytes at a time (one
+# batch at a time when a batch is larger), and checks between reads whether its clean was
+# aborted (the log is closing, truncated or deleted): what a close may wait for.
+LOG_CLEANER_READ_BYTES_MAX = 4 * 1024 * 1024
+# What the cleaner counts for each key of its key -> last offset map besides the key's bytes
+# (a dict entry, the int and the bytes object), so that `log.cleaner.dedupe.buffer.size`
+# bounds the map's memory.
+LOG_CLEANER_MAP_ENTRY_BYTES = 120
+
 # ------------------------------------------------------------------------------ metadata
 # The most bytes of record values a snapshot writer puts in one data batch (a single larger
 # value goes alone).
@@ -131,6 +140,8 @@ BROKER_FETCH_REGIONS_PER_RESPONSE_MAX = 64
 # Bytes of an offsets topic partition a new group coordinator reads per event-loop turn
 # while it loads its groups' offsets (requests and heartbeats go on in between).
 BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX = 1024 * 1024
+# How often a group coordinator looks at its groups' session, rebalance and sync timeouts.
+BROKER_GROUP_TICK_MS = 50
 
 # ------------------------------------------------------------------------------ network
 # `kraftcore.net`: per-connection and per-listener bounds. Frames use FRAME_BYTES_MAX above.

@@ -10,7 +10,8 @@ import asyncio
 import pytest
 
 from kraftcore import codec
-from kraftcore.broker.group_records import OFFSETS_TOPIC, OffsetAndMetadata, partition_for
+from kraftcore.broker.group_records import (OFFSETS_TOPIC, GroupMetadataValue, OffsetAndMetadata,
+                                            partition_for)
 from kraftcore.broker.groups import (GroupConfig, GroupCoordinator, GroupError,
                                      offsets_topic_request)
 from kraftcore.broker.replicas import RoleChanges
@@ -404,8 +405,11 @@ def test_a_new_coordinator_loads_the_groups_from_the_log(broker):
                   if b"orders" in r.key and r.key.endswith(b"\0\0\0\1"))
     # what Kafka's coordinator may also have written: a tombstone, a group's metadata, a
     # KIP-848 record and a transaction marker; only the tombstone changes offsets
+    empty_group = b"\0\3" + GroupMetadataValue(
+        protocol_type="consumer", generation=4, protocol=None, leader=None,
+        members=[]).encode(3)
     partition.append_as_leader(codec.encode_batch(
-        [None, b"\0\3members", b"\0\0"], keys=[
+        [None, empty_group, b"\0\0"], keys=[
             key_a1, b"\0\2\0\1" + A[:1].encode(), b"\0\x07whatever"], timestamp=5), -1)
     partition.append_as_leader(codec.encode_batch(
         [b"\0\0\0\0\0\0"], keys=[b"\0\0\0\1"], control=True, producer_id=1, producer_epoch=0,

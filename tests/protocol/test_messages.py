@@ -406,6 +406,10 @@ EXPECTED = {
     64: ("UnregisterBroker", (0, 0), 0), 70: ("ControllerRegistration", (0, 0), 0),
     80: ("AddRaftVoter", (0, 0), 0), 81: ("RemoveRaftVoter", (0, 0), 0),
     82: ("UpdateRaftVoter", (0, 0), 0),
+    11: ("JoinGroup", (0, 9), 6), 12: ("Heartbeat", (0, 4), 4), 13: ("LeaveGroup", (0, 5), 4),
+    14: ("SyncGroup", (0, 5), 4), 15: ("DescribeGroups", (0, 6), 5),
+    16: ("ListGroups", (0, 5), 3), 42: ("DeleteGroups", (0, 3), 2),
+    47: ("OffsetDelete", (0, 0), None),
 }
 
 
@@ -421,10 +425,12 @@ def test_registry():
         for cls in (a.request, a.response):
             assert cls.api_key == key
             assert cls.valid_versions == valid
-            assert cls.flexible_versions == (flexible_from, None)
+            # a message with no flexible version has the empty range (1, 0)
+            assert cls.flexible_versions == ((1, 0) if flexible_from is None
+                                             else (flexible_from, None))
         assert a.valid_versions == valid
         assert [a.is_flexible(v) for v in range(valid[1] + 1)] == \
-            [v >= flexible_from for v in range(valid[1] + 1)]
+            [flexible_from is not None and v >= flexible_from for v in range(valid[1] + 1)]
 
 
 @pytest.mark.smoke

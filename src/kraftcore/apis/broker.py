@@ -16,8 +16,9 @@ dispatch table and its handlers. The node process plugs it into its broker liste
   timeout with REQUEST_TIMED_OUT);
 * `async next_producer_id()`: a producer id from the broker's block (a new block from
   the active controller when it is used up).
-* `groups`: its `kraftcore.broker.groups.GroupCoordinator` (the committed offsets of the
-  groups it coordinates); `ensure_offsets_topic()`: ask the active controller, in the
+* `groups`: its `kraftcore.broker.groups.GroupCoordinator` (the members and committed
+  offsets of the groups it coordinates); `client_id`, `client_host`: the request's client
+  id and the address it came from (a group member's); `ensure_offsets_topic()`: ask the active controller, in the
   background, to create `__consumer_offsets` (once at a time; a no-op while it exists).
 * `fetch_region_bytes_min` (optional): Fetch answers carry a partition's records of at
   least that many bytes as a `kraftcore.types.FileRegion` of the segment file, which the
@@ -30,8 +31,11 @@ dispatch table and its handlers. The node process plugs it into its broker liste
 | Fetch (1) | 4-17 | consumers read up to the high watermark, followers to the log end |
 | ListOffsets (2) | 1-10 | earliest, latest, max timestamp, by timestamp (time index) |
 | Metadata (3) | 0-13 | from the broker's image; ControllerId names this broker |
-| OffsetCommit (8), OffsetFetch (9) | 2-10, 1-10 | a group's committed offsets (groups without members), from its coordinator |
+| OffsetCommit (8), OffsetFetch (9) | 2-10, 1-10 | a group's committed offsets, from its coordinator |
 | FindCoordinator (10) | 0-6 | the leader of the group's `__consumer_offsets` partition (created on first use) |
+| JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) | 0-9, 0-5, 0-4, 0-5 | the classic group protocol; JoinGroup and SyncGroup wait for the group |
+| DescribeGroups (15), ListGroups (16) | 0-6, 0-5 | the groups this broker coordinates |
+| DeleteGroups (42), OffsetDelete (47) | 0-3, 0 | tombstones for an empty group, or for offsets its members do not consume |
 | InitProducerId (22) | 0-5 | an idempotent producer's id (no transactions) |
 | OffsetForLeaderEpoch (23) | 2-4 | where an epoch ends in the leader's log |
 | DescribeConfigs (32), DescribeCluster (60) | | from the image (`kraftcore.apis.reads`) |
@@ -49,7 +53,7 @@ from kraftcore.apis.dispatch import request_handler
 from kraftcore.apis.errors import invalid_request
 from kraftcore.apis.reads import INTERNAL_TOPICS, describe_cluster, describe_configs, metadata
 from kraftcore.broker.group_records import OFFSETS_TOPIC, OffsetAndMetadata
-from kraftcore.broker.groups import GroupError
+from kraftcore.broker.groups import GroupError, JoinRequest
 from kraftcore.broker.partition import PartitionError
 from kraftcore.limits import BROKER_FETCH_REGIONS_PER_RESPONSE_MAX
 from kraftcore.protocol import messages as m
@@ -486,7 +490,7 @@ async def init_producer_id(facade, version, body):
 
 # ------------------------------------------------------------------------------ groups
 #
-# Committed offsets of groups without members (`kraftcore.broker.groups`): the coordinator
+# Committed offsets (`kraftcore.broker.groups`): the coordinator
 # of a group is the leader of its `__consumer_offsets` partition.
 
 COORDINATOR_GROUP, COORDINATOR_TRANSACTION, COORDINATOR_SHARE = 0, 1, 2
@@ -594,7 +598,8 @@ async def _commit(facade, version, body, accepted):
     try:
         groups.validate_commit(group, body.generation_id_or_member_epoch if version >= 1 else -1,
                                body.member_id if version >= 1 else "",
-                               body.group_instance_id if version >= 7 else None, version)
+                               body.group_instance_id if version >= 7 else None, version,
+                               now)
     except GroupError as exc:
         return fail(exc.code)
     expire = -1
@@ -617,15 +622,8 @@ async def _commit(facade, version, body, accepted):
         partition, end = groups.commit(group, [w[1:] for w in writes], now)
     except GroupError as exc:
         return fail(exc.code, writes)
-    await _wait_for(facade, [partition],
-                    lambda: groups.is_committed(partition, end) or groups.commit_failed(partition),
-                    groups.config.commit_timeout_ms)
-    if groups.is_committed(partition, end):
-        return None
-    # leadership moved (NOT_COORDINATOR), or not replicated in time: Kafka's timeout
-    # (REQUEST_TIMED_OUT) reaches the committer as COORDINATOR_NOT_AVAILABLE
-    return fail(_E.NOT_COORDINATOR if groups.commit_failed(partition)
-                else _E.COORDINATOR_NOT_AVAILABLE, writes)
+    code = await _written(facade, partition, end)
+    return fail(code, writes) if code else None
 
 
 def _group_offsets(facade, version, group, topics):
@@ -710,6 +708,214 @@ async def offset_fetch(facade, version, body):
     return response
 
 
+# ------------------------------------------------------------------------------ membership
+#
+# Kafka's classic group protocol (`kraftcore.broker.classic_group`): a JoinGroup or
+# SyncGroup may wait for the rest of the group; the coordinator answers it through a
+# callback, which resolves the handler's future.
+
+# DescribeGroups' AuthorizedOperations of a group when asked for: READ, DELETE, DESCRIBE
+# (every operation on a group; no authorizer is configured).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NO_OPERATIONS = -(1 << 31)
+
+
+def _answer_later():
+    """(future, callback): the callback resolves the future once; later calls, and calls
+    after the request was given up (its connection closed), are ignored."""
+    future = asyncio.get_running_loop().create_future()
+
+    def callback(result):
+        if not future.done():
+            future.set_result(result)
+
+    return future, callback
+
+
+async def join_group(facade, version, body):
+    """Join a group; answered when the group's rebalance completes (or at once: an error,
+    MEMBER_ID_REQUIRED for a new member of v4+)."""
+    cls = m.JoinGroupResponse
+    request = JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        instance_id=body.group_instance_id if version >= 5 else None,
+        client_id=facade.client_id or "", client_host=facade.client_host or "",
+        session_ms=body.session_timeout_ms,
+        rebalance_ms=body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        require_known_member_id=version >= 4)
+    future, callback = _answer_later()
+    facade.groups.join(request, facade.now_ms(), callback)
+    r = await future
+    protocol_name = r.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    response = cls(throttle_time_ms=0, error_code=r.error, generation_id=r.generation,
+                   protocol_name=protocol_name, leader=r.leader, member_id=r.member_id,
+                   members=[cls.JoinGroupResponseMember(member_id=mid, group_instance_id=iid,
+                                                        metadata=data)
+                            for mid, iid, data in r.members])
+    if version >= 7:
+        response.protocol_type = r.protocol_type
+    if version >= 9:
+        response.skip_assignment = r.skip_assignment
+    return response
+
+
+async def sync_group(facade, version, body):
+    """The member's assignment, once the leader has sent (and the coordinator stored) the
+    group's."""
+    cls = m.SyncGroupResponse
+    assignments = {}
+    for a in body.assignments:
+        if a.member_id in assignments:
+            raise invalid_request(f"member {a.member_id!r} is assigned twice")
+        assignments[a.member_id] = bytes(a.assignment)
+    future, callback = _answer_later()
+    facade.groups.sync(body.group_id, body.generation_id, body.member_id,
+                       body.group_instance_id if version >= 3 else None,
+                       body.protocol_type if version >= 5 else None,
+                       body.protocol_name if version >= 5 else None,
+                       assignments, facade.now_ms(), callback)
+    r = await future
+    response = cls(throttle_time_ms=0, error_code=r.error, assignment=r.assignment)
+    if version >= 5:
+        response.protocol_type = r.protocol_type
+        response.protocol_name = r.protocol_name
+    return response
+
+
+async def heartbeat(facade, version, body):
+    code = facade.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
+                                   body.group_instance_id if version >= 3 else None,
+                                   facade.now_ms())
+    return m.HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+async def leave_group(facade, version, body):
+    """Members leave (v3+: several, static ones by instance id, each answered on its
+    own)."""
+    cls = m.LeaveGroupResponse
+    if version < 3:
+        code, codes = facade.groups.leave(body.group_id, [(body.member_id, None)],
+                                          facade.now_ms())
+        return cls(throttle_time_ms=0, error_code=code or (codes[0] if codes else 0))
+    members = [(x.member_id, x.group_instance_id) for x in body.members]
+    code, codes = facade.groups.leave(body.group_id, members, facade.now_ms())
+    if code:
+        return cls(throttle_time_ms=0, error_code=code)
+    return cls(throttle_time_ms=0, error_code=0, members=[
+        cls.MemberResponse(member_id=mid, group_instance_id=iid, error_code=c)
+        for (mid, iid), c in zip(members, codes)])
+
+
+async def describe_groups(facade, version, body):
+    """Each group's state, protocol and members (their subscriptions and assignments
+    when Stable). A group that does not exist is Dead (v6+: GROUP_ID_NOT_FOUND)."""
+    cls = m.DescribeGroupsResponse
+    out = []
+    for group_id in body.groups:
+        d = facade.groups.describe(group_id)
+        code = d.error
+        if code == _E.GROUP_ID_NOT_FOUND and version < 6:
+            code = 0
+        entry = cls.DescribedGroup(
+            error_code=code, group_id=group_id, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol_data,
+            members=[cls.DescribedGroupMember(
+                member_id=mid, group_instance_id=iid, client_id=client, client_host=host,
+                member_metadata=meta, member_assignment=assignment)
+                for mid, iid, client, host, meta, assignment in d.members])
+        if version >= 6:
+            entry.error_message = d.message if code else None
+        if version >= 3:
+            entry.authorized_operations = (
+                _GROUP_OPERATIONS if body.include_authorized_operations and not code
+                else _NO_OPERATIONS)
+        out.append(entry)
+    return cls(throttle_time_ms=0, groups=out)
+
+
+async def list_groups(facade, version, body):
+    """The groups this broker coordinates, filtered by state (v4+) and type (v5+: only
+    "classic" groups exist here), case-insensitively as Kafka does."""
+    cls = m.ListGroupsResponse
+    code, groups = facade.groups.list_groups()
+    states = {x.lower() for x in body.states_filter} if version >= 4 else set()
+    types = {x.lower() for x in body.types_filter} if version >= 5 else set()
+    if types and "classic" not in types:
+        groups = []
+    return cls(throttle_time_ms=0, error_code=code, groups=[
+        cls.ListedGroup(group_id=g, protocol_type=ptype, group_state=state,
+                        group_type="classic")
+        for g, ptype, state in groups if not states or state.lower() in states])
+
+
+async def _written(facade, partition, end):
+    """0 once a group write (partition, end offset) is committed; else its error code."""
+    groups = facade.groups
+    await _wait_for(facade, [partition],
+                    lambda: groups.is_committed(partition, end) or groups.commit_failed(partition),
+                    groups.config.commit_timeout_ms)
+    if groups.is_committed(partition, end):
+        return 0
+    # leadership moved (NOT_COORDINATOR), or not replicated in time: Kafka's timeout
+    # (REQUEST_TIMED_OUT) reaches the client as COORDINATOR_NOT_AVAILABLE
+    return (_E.NOT_COORDINATOR if groups.commit_failed(partition)
+            else _E.COORDINATOR_NOT_AVAILABLE)
+
+
+async def delete_groups(facade, version, body):
+    """Delete empty groups with their offsets, each answered on its own."""
+    cls = m.DeleteGroupsResponse
+    results = []
+    for group_id in dict.fromkeys(body.groups_names):
+        code, message = 0, None
+        try:
+            partition, end = facade.groups.delete_group(group_id, facade.now_ms())
+        except GroupError as exc:
+            code, message = exc.code, str(exc)
+        else:
+            code = await _written(facade, partition, end)
+        entry = cls.DeletableGroupResult(group_id=group_id, error_code=code)
+        if version >= 3:
+            entry.error_message = message
+        results.append(entry)
+    return cls(throttle_time_ms=0, results=results)
+
+
+async def offset_delete(facade, version, body):
+    """Delete a group's offsets of some partitions; those of a topic its members
+    subscribe to are GROUP_SUBSCRIBED_TO_TOPIC, of a topic the cluster does not have
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    cls = m.OffsetDeleteResponse
+    image = facade.image
+    asked, codes = [], {}
+    for t in body.topics:
+        known = image.topic(t.name) is not None
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if known:
+                asked.append(key)
+            else:
+                codes[key] = _E.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        found, write = facade.groups.delete_offsets(body.group_id, asked, facade.now_ms())
+    except GroupError as exc:
+        return cls(error_code=exc.code, throttle_time_ms=0, topics=[])
+    codes.update(found)
+    if write is not None:
+        code = await _written(facade, *write)
+        if code:
+            return cls(error_code=code, throttle_time_ms=0, topics=[])
+    return cls(error_code=0, throttle_time_ms=0, topics=[
+        cls.OffsetDeleteResponseTopic(name=t.name, partitions=[
+            cls.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                              error_code=codes[(t.name, p.partition_index)])
+            for p in t.partitions]) for t in body.topics])
+
+
 # ------------------------------------------------------------------------------ forwarding
 
 def _forwarded(key):
@@ -725,8 +931,10 @@ FORWARDED_API_KEYS = frozenset((19, 20, 37, 43, 44))
 sent on to the active controller."""
 
 _HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit,
-             9: offset_fetch, 10: find_coordinator, 22: init_producer_id,
-             23: offset_for_leader_epoch,
+             9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
+             13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
+             22: init_producer_id, 23: offset_for_leader_epoch, 42: delete_groups,
+             47: offset_delete,
              32: describe_configs, 60: describe_cluster,
              **{key: _forwarded(key) for key in FORWARDED_API_KEYS}}
 

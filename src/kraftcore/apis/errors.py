@@ -8,7 +8,7 @@ This module owns where such an error goes in each response schema:
 * otherwise into every item the request named, once per distinct item, in request order
   (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs;
   FindCoordinator v4+ per key, OffsetCommit per partition, OffsetFetch v0-1 per partition
-  and v8+ per group); ElectLeaders and Metadata v13 get both.
+  and v8+ per group, DescribeGroups and DeleteGroups per group); ElectLeaders and Metadata v13 get both.
 
 An error response never raises for the request's content: a body whose items cannot be
 walked gets the top-level fields only. It holds no state.
@@ -170,11 +170,35 @@ def _error_offset_fetch(version, body, code, message):
         for t in body.topics or ()])
 
 
+def _error_describe_groups(version, body, code, message):
+    cls = m.DescribeGroupsResponse
+    groups = []
+    for group_id in body.groups:
+        entry = cls.DescribedGroup(error_code=code, group_id=group_id, group_state="",
+                                   protocol_type="", protocol_data="", members=[])
+        if version >= 6:
+            entry.error_message = message
+        groups.append(entry)
+    return cls(groups=groups)
+
+
+def _error_delete_groups(version, body, code, message):
+    cls = m.DeleteGroupsResponse
+    results = []
+    for group_id in dict.fromkeys(body.groups_names):
+        entry = cls.DeletableGroupResult(group_id=group_id, error_code=code)
+        if version >= 3:
+            entry.error_message = message
+        results.append(entry)
+    return cls(results=results)
+
+
 _ERROR_BUILDERS = {
     19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
     44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
     60: _error_describe_cluster, 32: _error_describe_configs, 10: _error_find_coordinator,
-    8: _error_offset_commit, 9: _error_offset_fetch,
+    8: _error_offset_commit, 9: _error_offset_fetch, 15: _error_describe_groups,
+    42: _error_delete_groups,
 }
 
 

@@ -9,7 +9,7 @@ fields). A null value is a tombstone: it deletes its key.
 | record type | key (version 0 schema) | value |
 |---|---|---|
 | 0, 1 (offset commit; 0 is the legacy type, the same layout) | group string, topic string, partition int32 | `OffsetCommitValue` v0-4 |
-| 2 (group metadata) | group string | a classic group's members (not read here) |
+| 2 (group metadata) | group string | `GroupMetadataValue` v0-4: a classic group's generation, protocol, leader and members with their subscriptions and assignments |
 | 3+ | the consumer / share / streams groups of KIP-848 and later | (not read here) |
 
 `OffsetCommitValue` versions: v0 offset int64, metadata string, commitTimestamp int64; v1
@@ -17,6 +17,16 @@ adds expireTimestamp int64 (v1 only); v2 is v0; v3 adds leaderEpoch int32 after 
 offset; v4 is v3 flexible with a tagged topicId (tag 0, written only when not zero). Kafka
 4.x writes v4, and v1 for a commit that asks for a retention time (OffsetCommit v2-4 with
 RetentionTimeMs other than -1); kraftcore does the same (`offset_commit_record`).
+
+`GroupMetadataValue` versions: v1 adds each member's rebalanceTimeout, v2 the
+currentStateTimestamp, v3 each member's groupInstanceId, v4 is v3 flexible. Kafka 4.x writes
+v3 (`group_metadata_record`); a group with no members is written with a null protocol and
+leader and no members.
+
+The member metadata of the "consumer" protocol type (a subscription) starts with an int16
+version, then the subscribed topics as an int32 count of int16-length strings, in every
+version (`subscription_topics`); the rest (user data, owned partitions, generation, rack)
+is the clients' business.
 
 The coordinator of group `g` is the leader of partition
 `abs(javaStringHashCode(g)) % offsets.topic.num.partitions`, where the hash is Java's
@@ -35,7 +45,9 @@ __all__ = ["OFFSETS_TOPIC", "OffsetCommitKey", "OffsetCommitValue", "GroupMetada
            "OffsetAndMetadata", "OFFSET_COMMIT_VALUE_VERSION", "offset_commit_record",
            "decode_key", "decode_offset_value", "java_string_hash", "partition_for",
            "RECORD_TYPE_LEGACY_OFFSET_COMMIT", "RECORD_TYPE_OFFSET_COMMIT",
-           "RECORD_TYPE_GROUP_METADATA"]
+           "RECORD_TYPE_GROUP_METADATA", "GroupMetadataValue", "GROUP_METADATA_VALUE_VERSION",
+           "group_metadata_record", "group_tombstone", "offset_tombstone",
+           "decode_group_value", "subscription_topics"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 RECORD_TYPE_LEGACY_OFFSET_COMMIT = 0
@@ -44,6 +56,7 @@ RECORD_TYPE_GROUP_METADATA = 2
 # The version Kafka 4.x writes, and the one it writes for a commit with a retention time.
 OFFSET_COMMIT_VALUE_VERSION = 4
 OFFSET_COMMIT_VALUE_VERSION_EXPIRING = 1
+GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
 _INT32_MIN = -(1 << 31)
@@ -67,7 +80,26 @@ OffsetCommitValue = message("OffsetCommitValue", kind="data", valid="0-4", flexi
 GroupMetadataKey = message("GroupMetadataKey", kind="data", valid="0", flexible="none",
                            fields=[F("group", "string")])
 
-for _cls in (OffsetCommitKey, OffsetCommitValue, GroupMetadataKey):
+GroupMetadataValue = message("GroupMetadataValue", kind="data", valid="0-4", flexible="4+",
+                             fields=[
+    F("protocolType", "string"),
+    F("generation", "int32"),
+    F("protocol", "string", nullable="0+"),
+    F("leader", "string", nullable="0+"),
+    F("currentStateTimestamp", "int64", "2+", default=-1, ignorable=True),
+    F("members", "[]MemberMetadata", fields=[
+        F("memberId", "string"),
+        F("groupInstanceId", "string", "3+", nullable="3+", default=None, ignorable=True),
+        F("clientId", "string"),
+        F("clientHost", "string"),
+        F("rebalanceTimeout", "int32", "1+", default=-1, ignorable=True),
+        F("sessionTimeout", "int32"),
+        F("subscription", "bytes"),
+        F("assignment", "bytes"),
+    ]),
+])
+
+for _cls in (OffsetCommitKey, OffsetCommitValue, GroupMetadataKey, GroupMetadataValue):
     adopt(_cls, __name__)
 del _cls
 
@@ -96,6 +128,73 @@ def offset_commit_record(group, topic, partition, value):
                              expire_timestamp=value.expire_timestamp_ms,
                              topic_id=value.topic_id)
     return key_bytes, _INT16.pack(version) + body.encode(version)
+
+
+def offset_tombstone(group, topic, partition):
+    """The key bytes of the record that deletes `group`'s offset of `topic`-`partition`
+    (written with a null value)."""
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return _INT16.pack(RECORD_TYPE_OFFSET_COMMIT) + key.encode(0)
+
+
+def group_tombstone(group):
+    """The key bytes of `group`'s metadata record (a null value deletes the group)."""
+    return _INT16.pack(RECORD_TYPE_GROUP_METADATA) + GroupMetadataKey(group=group).encode(0)
+
+
+def group_metadata_record(group, now_ms):
+    """(key bytes, value bytes) of the record that stores `group` (a
+    `kraftcore.broker.classic_group.ClassicGroup`), value v3 as Kafka 4.x writes it."""
+    cls = GroupMetadataValue
+    protocol = group.protocol_name
+    members = [cls.MemberMetadata(
+        member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+        client_host=m.client_host, rebalance_timeout=m.rebalance_ms,
+        session_timeout=m.session_ms,
+        subscription=bytes(m.metadata(protocol)) if protocol is not None else b"",
+        assignment=bytes(m.assignment)) for m in group.members.values()]
+    value = cls(protocol_type=group.protocol_type or "", generation=group.generation,
+                protocol=protocol, leader=group.leader_id if members else None,
+                current_state_timestamp=now_ms, members=members)
+    version = GROUP_METADATA_VALUE_VERSION
+    return group_tombstone(group.group_id), _INT16.pack(version) + value.encode(version)
+
+
+def decode_group_value(data):
+    """The `GroupMetadataValue` of a group metadata record's value (versions 0-4). Raises
+    `CorruptRecordError` on bytes that are not such a value."""
+    if len(data) < 2:
+        raise CorruptRecordError("a group metadata value is shorter than its version")
+    data = bytes(data)
+    version = _INT16.unpack_from(data)[0]
+    if not 0 <= version <= GroupMetadataValue.valid_versions[1]:
+        raise CorruptRecordError(f"group metadata value version {version} is not one of "
+                                 f"0-{GroupMetadataValue.valid_versions[1]}")
+    try:
+        return GroupMetadataValue.decode(data[2:], version)
+    except Exception as exc:  # noqa: BLE001
+        raise CorruptRecordError(f"a group metadata value v{version} does not decode: "
+                                 f"{exc}") from None
+
+
+def subscription_topics(metadata):
+    """The topics a consumer-protocol subscription names, or None when `metadata` is not
+    one."""
+    data = bytes(metadata)
+    try:
+        (count,) = struct.unpack_from(">i", data, 2)
+        if count < 0 or count > len(data):
+            return None
+        topics, pos = [], 6
+        for _ in range(count):
+            (size,) = _INT16.unpack_from(data, pos)
+            if size < 0 or pos + 2 + size > len(data):
+                return None
+            topics.append(data[pos + 2:pos + 2 + size].decode("utf-8"))
+            pos += 2 + size
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return topics
 
 
 def decode_key(data):

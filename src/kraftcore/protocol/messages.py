@@ -1006,6 +1006,189 @@ OffsetFetchResponse = message(
         ]),
     ])
 
+# ------------------------------------------------------------------ classic consumer groups
+#
+# JoinGroup: v1 adds the rebalance timeout, v4 answers MEMBER_ID_REQUIRED to a new member,
+# v5 adds static membership (GroupInstanceId), v6 is the first flexible version, v7 the
+# protocol type in the answer, v8 a reason, v9 SkipAssignment.
+JoinGroupRequest = message(
+    "JoinGroupRequest", kind="request", api_key=11, valid="0-9", flexible="6+", fields=[
+        F("GroupId", "string"),
+        F("SessionTimeoutMs", "int32"),
+        F("RebalanceTimeoutMs", "int32", "1+", default=-1, ignorable=True),
+        F("MemberId", "string"),
+        F("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+        F("ProtocolType", "string"),
+        F("Protocols", "[]JoinGroupRequestProtocol", fields=[
+            F("Name", "string"),
+            F("Metadata", "bytes"),
+        ]),
+        F("Reason", "string", "8+", nullable="8+", default=None, ignorable=True),
+    ])
+
+JoinGroupResponse = message(
+    "JoinGroupResponse", kind="response", api_key=11, valid="0-9", flexible="6+", fields=[
+        F("ThrottleTimeMs", "int32", "2+", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("GenerationId", "int32", default=-1),
+        F("ProtocolType", "string", "7+", nullable="7+", default=None, ignorable=True),
+        F("ProtocolName", "string", nullable="7+"),
+        F("Leader", "string"),
+        F("SkipAssignment", "bool", "9+", default=False),
+        F("MemberId", "string"),
+        F("Members", "[]JoinGroupResponseMember", fields=[
+            F("MemberId", "string"),
+            F("GroupInstanceId", "string", "5+", nullable="5+", default=None, ignorable=True),
+            F("Metadata", "bytes"),
+        ]),
+    ])
+
+HeartbeatRequest = message(
+    "HeartbeatRequest", kind="request", api_key=12, valid="0-4", flexible="4+", fields=[
+        F("GroupId", "string"),
+        F("GenerationId", "int32"),
+        F("MemberId", "string"),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+    ])
+
+HeartbeatResponse = message(
+    "HeartbeatResponse", kind="response", api_key=12, valid="0-4", flexible="4+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16"),
+    ])
+
+# LeaveGroup: v3 lets several members leave at once (static members by instance id).
+LeaveGroupRequest = message(
+    "LeaveGroupRequest", kind="request", api_key=13, valid="0-5", flexible="4+", fields=[
+        F("GroupId", "string"),
+        F("MemberId", "string", "0-2"),
+        F("Members", "[]MemberIdentity", "3+", fields=[
+            F("MemberId", "string", "3+"),
+            F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+            F("Reason", "string", "5+", nullable="5+", default=None, ignorable=True),
+        ]),
+    ])
+
+LeaveGroupResponse = message(
+    "LeaveGroupResponse", kind="response", api_key=13, valid="0-5", flexible="4+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("Members", "[]MemberResponse", "3+", fields=[
+            F("MemberId", "string", "3+"),
+            F("GroupInstanceId", "string", "3+", nullable="3+"),
+            F("ErrorCode", "int16", "3+"),
+        ]),
+    ])
+
+SyncGroupRequest = message(
+    "SyncGroupRequest", kind="request", api_key=14, valid="0-5", flexible="4+", fields=[
+        F("GroupId", "string"),
+        F("GenerationId", "int32"),
+        F("MemberId", "string"),
+        F("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        F("ProtocolType", "string", "5+", nullable="5+", default=None, ignorable=True),
+        F("ProtocolName", "string", "5+", nullable="5+", default=None, ignorable=True),
+        F("Assignments", "[]SyncGroupRequestAssignment", fields=[
+            F("MemberId", "string"),
+            F("Assignment", "bytes"),
+        ]),
+    ])
+
+SyncGroupResponse = message(
+    "SyncGroupResponse", kind="response", api_key=14, valid="0-5", flexible="4+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("ProtocolType", "string", "5+", nullable="5+", default=None, ignorable=True),
+        F("ProtocolName", "string", "5+", nullable="5+", default=None, ignorable=True),
+        F("Assignment", "bytes"),
+    ])
+
+DescribeGroupsRequest = message(
+    "DescribeGroupsRequest", kind="request", api_key=15, valid="0-6", flexible="5+", fields=[
+        F("Groups", "[]string"),
+        F("IncludeAuthorizedOperations", "bool", "3+"),
+    ])
+
+DescribeGroupsResponse = message(
+    "DescribeGroupsResponse", kind="response", api_key=15, valid="0-6", flexible="5+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("Groups", "[]DescribedGroup", fields=[
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", "6+", nullable="6+", default=None),
+            F("GroupId", "string"),
+            F("GroupState", "string"),
+            F("ProtocolType", "string"),
+            F("ProtocolData", "string"),
+            F("Members", "[]DescribedGroupMember", fields=[
+                F("MemberId", "string"),
+                F("GroupInstanceId", "string", "4+", nullable="4+", default=None,
+                  ignorable=True),
+                F("ClientId", "string"),
+                F("ClientHost", "string"),
+                F("MemberMetadata", "bytes"),
+                F("MemberAssignment", "bytes"),
+            ]),
+            F("AuthorizedOperations", "int32", "3+", default=-(1 << 31)),
+        ]),
+    ])
+
+ListGroupsRequest = message(
+    "ListGroupsRequest", kind="request", api_key=16, valid="0-5", flexible="3+", fields=[
+        F("StatesFilter", "[]string", "4+"),
+        F("TypesFilter", "[]string", "5+"),
+    ])
+
+ListGroupsResponse = message(
+    "ListGroupsResponse", kind="response", api_key=16, valid="0-5", flexible="3+", fields=[
+        F("ThrottleTimeMs", "int32", "1+", ignorable=True),
+        F("ErrorCode", "int16"),
+        F("Groups", "[]ListedGroup", fields=[
+            F("GroupId", "string"),
+            F("ProtocolType", "string"),
+            F("GroupState", "string", "4+", ignorable=True),
+            F("GroupType", "string", "5+", ignorable=True),
+        ]),
+    ])
+
+DeleteGroupsRequest = message(
+    "DeleteGroupsRequest", kind="request", api_key=42, valid="0-3", flexible="2+", fields=[
+        F("GroupsNames", "[]string"),
+    ])
+
+DeleteGroupsResponse = message(
+    "DeleteGroupsResponse", kind="response", api_key=42, valid="0-3", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Results", "[]DeletableGroupResult", fields=[
+            F("GroupId", "string"),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", "3+", nullable="3+", default=None, ignorable=True),
+        ]),
+    ])
+
+OffsetDeleteRequest = message(
+    "OffsetDeleteRequest", kind="request", api_key=47, valid="0", flexible="none", fields=[
+        F("GroupId", "string"),
+        F("Topics", "[]OffsetDeleteRequestTopic", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]OffsetDeleteRequestPartition", fields=[
+                F("PartitionIndex", "int32"),
+            ]),
+        ]),
+    ])
+
+OffsetDeleteResponse = message(
+    "OffsetDeleteResponse", kind="response", api_key=47, valid="0", flexible="none", fields=[
+        F("ErrorCode", "int16"),
+        F("ThrottleTimeMs", "int32", ignorable=True),
+        F("Topics", "[]OffsetDeleteResponseTopic", fields=[
+            F("Name", "string"),
+            F("Partitions", "[]OffsetDeleteResponsePartition", fields=[
+                F("PartitionIndex", "int32"),
+                F("ErrorCode", "int16"),
+            ]),
+        ]),
+    ])
+
 # InitProducerId: v3 lets a producer bump its own epoch (ProducerId / ProducerEpoch). Kafka's
 # v6 (two-phase commit, KIP-939) is still marked unstable and is not here.
 InitProducerIdRequest = message(
@@ -1049,7 +1232,9 @@ REQUESTS = (
     ControllerRegistrationRequest, AddRaftVoterRequest, RemoveRaftVoterRequest,
     UpdateRaftVoterRequest, ProduceRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
     FindCoordinatorRequest, InitProducerIdRequest, AllocateProducerIdsRequest,
-    OffsetCommitRequest, OffsetFetchRequest,
+    OffsetCommitRequest, OffsetFetchRequest, JoinGroupRequest, HeartbeatRequest,
+    LeaveGroupRequest, SyncGroupRequest, DescribeGroupsRequest, ListGroupsRequest,
+    DeleteGroupsRequest, OffsetDeleteRequest,
 )
 RESPONSES = (
     ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
@@ -1061,7 +1246,9 @@ RESPONSES = (
     ControllerRegistrationResponse, AddRaftVoterResponse, RemoveRaftVoterResponse,
     UpdateRaftVoterResponse, ProduceResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse,
     FindCoordinatorResponse, InitProducerIdResponse, AllocateProducerIdsResponse,
-    OffsetCommitResponse, OffsetFetchResponse,
+    OffsetCommitResponse, OffsetFetchResponse, JoinGroupResponse, HeartbeatResponse,
+    LeaveGroupResponse, SyncGroupResponse, DescribeGroupsResponse, ListGroupsResponse,
+    DeleteGroupsResponse, OffsetDeleteResponse,
 )
 
 __all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES",

@@ -102,6 +102,10 @@ _NUMBERS = (
     ("offsets.topic.replication.factor", "offsets_topic_replication_factor", "SHORT", 3, 1),
     ("offset.metadata.max.bytes", "offset_metadata_bytes_max", "INT", 4096, 0),
     ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms", "INT", 5000, 1),
+    ("group.min.session.timeout.ms", "group_session_timeout_min_ms", "INT", 6000, 0),
+    ("group.max.session.timeout.ms", "group_session_timeout_max_ms", "INT", 1_800_000, 0),
+    ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", "INT", 3000, 0),
+    ("group.max.size", "group_size_max", "INT", INT32_MAX, 1),
 )
 # The largest value of each Java integer type a key can have.
 _JAVA_MAX = {"SHORT": 32767, "INT": INT32_MAX, "LONG": INT64_MAX}
@@ -218,6 +222,10 @@ class NodeConfig:
     offsets_topic_replication_factor: int = 3
     offset_metadata_bytes_max: int = 4096
     offsets_commit_timeout_ms: int = 5000
+    group_session_timeout_min_ms: int = 6000
+    group_session_timeout_max_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_size_max: int = INT32_MAX
     # None: socket_request_bytes_max (kraftcore's default; Kafka's is -1, no limit)
     queued_request_bytes_max: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
@@ -457,7 +465,11 @@ class NodeConfig:
         return {"offsets_partitions": self.offsets_topic_partitions,
                 "offsets_replication_factor": self.offsets_topic_replication_factor,
                 "metadata_chars_max": self.offset_metadata_bytes_max,
-                "commit_timeout_ms": self.offsets_commit_timeout_ms}
+                "commit_timeout_ms": self.offsets_commit_timeout_ms,
+                "session_timeout_min_ms": self.group_session_timeout_min_ms,
+                "session_timeout_max_ms": self.group_session_timeout_max_ms,
+                "initial_rebalance_delay_ms": self.group_initial_rebalance_delay_ms,
+                "group_size_max": self.group_size_max}
 
     @property
     def request_memory_bytes(self):
@@ -713,6 +725,11 @@ def _check_values(config):
         _fail("broker.heartbeat.interval.ms",
               f"{config.broker_heartbeat_interval_ms} must be below broker.session.timeout.ms "
               f"({config.broker_session_timeout_ms}), or a live broker would be fenced")
+    if config.group_session_timeout_min_ms > config.group_session_timeout_max_ms:
+        _fail("group.min.session.timeout.ms",
+              f"{config.group_session_timeout_min_ms} must not be above "
+              f"group.max.session.timeout.ms ({config.group_session_timeout_max_ms}), or no "
+              "member could join a group")
     if config.metadata_log_segment_bytes < config.metadata_log_segment_bytes_min:
         _fail("metadata.log.segment.bytes",
               f"{config.metadata_log_segment_bytes} is below metadata.log.segment.min.bytes "

@@ -5,6 +5,11 @@
   `limits.BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX` of each loading partition per event-loop
   turn, so requests and heartbeats go on in between; each load's end and failure is
   logged.
+* Time: every `limits.BROKER_GROUP_TICK_MS` while it coordinates any group, the
+  coordinator's `tick` acts on the session, rebalance and sync timeouts that passed; every
+  change of an offsets partition's high watermark (`ReplicaManager.watch`) answers the
+  stores it committed. Each group's state transitions are logged (INFO).
+* Member ids take their randomness from a generator seeded from the operating system.
 * `ensure_offsets_topic()` (the first FindCoordinator): the CreateTopics request of
   `offsets_topic_request` goes to the active controller through `Node.forward`, one at a
   time, in the background; its outcome is logged. The FindCoordinator that asked is
@@ -13,11 +18,13 @@
 
 import asyncio
 import logging
+import os
+import random
 
 from kraftcore.broker.groups import (ACTIVE, OFFSETS_TOPIC, GroupConfig, GroupCoordinator,
                                      offsets_topic_request)
 from kraftcore.errors import KraftcoreError
-from kraftcore.limits import BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX
+from kraftcore.limits import BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX, BROKER_GROUP_TICK_MS
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode, error_name
 
@@ -35,17 +42,54 @@ class BrokerGroups:
     def __init__(self, role):
         self.role = role
         self.node_id = role.node.node_id
-        self.coordinator = GroupCoordinator(self.node_id,
-                                            GroupConfig(**role.node.config.group_settings()))
+        self.coordinator = GroupCoordinator(
+            self.node_id, GroupConfig(**role.node.config.group_settings()),
+            rng=random.Random(os.urandom(16)))
         self._load_scheduled = False
         self._creating = None
         self._failures_logged = 0
+        self._ticker = None
+        self._transitions_logged = 0
+        self._watching = False
+
+    def _now(self):
+        return self.role.node.driver.clock()
 
     def on_role_changes(self, changes):
         for index in self.coordinator.on_role_changes(changes):
             log.debug("broker %s: coordinator of %s-%s: loading its groups' offsets",
                       self.node_id, OFFSETS_TOPIC, index)
+        if self.coordinator.shards:
+            if not self._watching:
+                self.role.replicas.watch(self._on_partition_change)
+                self._watching = True
+            if self._ticker is None:
+                self._ticker = asyncio.get_running_loop().call_later(
+                    BROKER_GROUP_TICK_MS / 1000, self.role.guarded, self._tick)
         self._maybe_schedule_load()
+
+    def _on_partition_change(self, partition):
+        if partition.topic == OFFSETS_TOPIC:
+            self.coordinator.on_partition_change(partition, self._now())
+            self.log_transitions()
+
+    def _tick(self):
+        self._ticker = None
+        self.coordinator.tick(self._now())
+        self.log_transitions()
+        if self.coordinator.shards:
+            self._ticker = asyncio.get_running_loop().call_later(
+                BROKER_GROUP_TICK_MS / 1000, self.role.guarded, self._tick)
+
+    def log_transitions(self):
+        """Log the group state transitions since the last call."""
+        coordinator = self.coordinator
+        total = coordinator.transitions_total
+        new = min(total - self._transitions_logged, len(coordinator.transitions))
+        for _, group, before, after, generation in list(coordinator.transitions)[-new:] if new else ():
+            log.info("broker %s: group %r: %s -> %s (generation %s)", self.node_id, group,
+                     before, after, generation)
+        self._transitions_logged = total
 
     def _maybe_schedule_load(self):
         if self.coordinator.loading and not self._load_scheduled:
@@ -56,7 +100,7 @@ class BrokerGroups:
         self._load_scheduled = False
         coordinator = self.coordinator
         loading = {i: s for i, s in coordinator.shards.items() if s.state != ACTIVE}
-        coordinator.load_step(BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX)
+        coordinator.load_step(BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX, self._now())
         for index, shard in loading.items():
             if coordinator.shards.get(index) is shard and shard.state == ACTIVE:
                 log.info("broker %s: coordinator of %s-%s: loaded %s records, %s groups",
@@ -98,5 +142,11 @@ class BrokerGroups:
                         getattr(result, "error_message", None) or "")
 
     def close(self):
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        if self._watching:
+            self.role.replicas.unwatch(self._on_partition_change)
+            self._watching = False
         if self._creating is not None and not self._creating.done():
             self._creating.cancel()

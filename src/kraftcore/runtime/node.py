@@ -461,13 +461,16 @@ class _BrokerView:
     Clients are told this broker is the controller (KIP-590): their admin requests come
     here and are forwarded to the active controller."""
 
-    def __init__(self, node):
+    def __init__(self, node, client_id=None, peer=None):
         self.node = node
         self.node_id = node.node_id
         self.cluster_id = node.cluster_id
         self.image = node.broker.metadata.image
         self.replicas = node.broker.replicas
         self.groups = node.broker.groups.coordinator
+        self.client_id = client_id
+        # as Kafka's members show it (Java's InetAddress text: "/127.0.0.1")
+        self.client_host = f"/{peer[0]}" if peer else ""
         self.fetch_region_bytes_min = BROKER_FETCH_ZERO_COPY_BYTES_MIN
 
     def controller_id(self):
@@ -657,7 +660,7 @@ class Node:
         return response
 
     async def _handle_broker(self, request, peer):
-        return await handle_broker_request(_BrokerView(self), request)
+        return await handle_broker_request(_BrokerView(self, request.client_id, peer), request)
 
     async def forward(self, api_key, version, body):
         """Send an admin request a client gave this broker on to the active controller
