@@ -972,14 +972,22 @@ def encode_batch(
     transactional=False,
     control=False,
     log_append_time=False,
+    offset_deltas=None,
+    last_offset_delta=None,
+    delete_horizon_ms=None,
 ):
     """Encode one record batch v2 holding one record per element of `values`.
 
     `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
     headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
-    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
-    `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or id. Returns
-    the batch as bytes.
+    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`,
+    or `base_offset + offset_deltas[i]` when `offset_deltas` is given (strictly increasing,
+    in [0, 2^31 - 1]: a batch the log cleaner rewrote keeps its records' offsets). The
+    batch's last offset delta is `last_offset_delta` when given (at least the last record's
+    delta), else the last record's. `delete_horizon_ms` (>= 0) sets the delete-horizon
+    attribute and makes it the base timestamp, the records' timestamp deltas relative to it
+    (KIP-534). `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or
+    id. Returns the batch as bytes.
     """
     if values is None:
         raise TypeError("values must be a sequence of bytes-like objects or None, not None")
@@ -1002,12 +1010,35 @@ def encode_batch(
     if count - 1 > INT32_MAX or base_offset + count - 1 > INT64_MAX:
         raise ValueError("too many records for one batch at this base offset")
     cdef int codec = compression_codec(compression)
+    ods = _fast(offset_deltas, "offset_deltas")
+    if ods is not None and len(ods) != count:
+        raise ValueError(f"offset_deltas has {len(ods)} elements for {count} values")
+    cdef int64_t previous_delta = -1
+    cdef Py_ssize_t j
+    if ods is not None:
+        for j in range(count):
+            item = <object>PySequence_Fast_GET_ITEM(ods, j)
+            check_int_range(f"offset_deltas[{j}]", item, (0, INT32_MAX))
+            if item <= previous_delta:
+                raise ValueError(f"offset_deltas[{j}] is {item}, not above the one before "
+                                 f"({previous_delta}): offset deltas must increase")
+            previous_delta = item
+    cdef int64_t last_delta = count - 1 if ods is None else previous_delta
+    if last_offset_delta is not None:
+        check_int_range("last_offset_delta", last_offset_delta, (last_delta, INT32_MAX))
+        last_delta = last_offset_delta
+    if base_offset > INT64_MAX - last_delta:
+        raise ValueError("too many records for one batch at this base offset")
+    cdef bint horizon = delete_horizon_ms is not None
+    if horizon:
+        check_int_range("delete_horizon_ms", delete_horizon_ms, (0, INT64_MAX))
 
     cdef int64_t base_ts = timestamp
     cdef int64_t max_ts = timestamp
     cdef int64_t ts
     cdef int overflow = 0
     cdef int64_t *deltas = NULL
+    cdef int32_t *odeltas = NULL
     cdef int32_t *sizes = <int32_t *>malloc(count * sizeof(int32_t))
     if sizes == NULL:
         raise MemoryError()
@@ -1017,12 +1048,22 @@ def encode_batch(
     cdef bytes recs, result
     cdef list header_snaps = [] if hs is not None else None
     cdef uint8_t *w_end
+    cdef int64_t delta_base
     try:
-        if tss is not None:
+        if ods is not None:
+            odeltas = <int32_t *>malloc(count * sizeof(int32_t))
+            if odeltas == NULL:
+                raise MemoryError()
+            for i in range(count):
+                odeltas[i] = <int32_t>(<object>PySequence_Fast_GET_ITEM(ods, i))
+        if tss is not None or horizon:
             deltas = <int64_t *>malloc(count * sizeof(int64_t))
             if deltas == NULL:
                 raise MemoryError()
             for i in range(count):
+                if tss is None:
+                    deltas[i] = timestamp
+                    continue
                 item = <object>PySequence_Fast_GET_ITEM(tss, i)
                 if not PyLong_Check(item) or PyBool_Check(item):
                     raise TypeError(f"timestamps[{i}] must be an int, not {type(item).__name__}")
@@ -1031,20 +1072,23 @@ def encode_batch(
                     raise ValueError(f"timestamps[{i}] out of range [{INT64_MIN}, {INT64_MAX}]: {item}")
             base_ts = deltas[0]
             max_ts = base_ts
+            delta_base = <int64_t>delete_horizon_ms if horizon else base_ts
             for i in range(count):
                 ts = deltas[i]
                 if ts > max_ts:
                     max_ts = ts
-                if (base_ts < 0 and ts > INT64_MAX + base_ts) or (base_ts > 0 and ts < INT64_MIN + base_ts):
+                if (delta_base < 0 and ts > INT64_MAX + delta_base) or (delta_base > 0 and ts < INT64_MIN + delta_base):
+                    if horizon:
+                        raise ValueError(f"timestamps[{i}] is too far from delete_horizon_ms")
                     raise ValueError(f"timestamps[{i}] is too far from timestamps[0]")
-                deltas[i] = ts - base_ts
+                deltas[i] = ts - delta_base
 
         # Pass 1: validate every field and size every record.
         for i in range(count):
             klen = -1 if ks is None else _length_of(<object>PySequence_Fast_GET_ITEM(ks, i), "keys", i)
             vlen = _length_of(<object>PySequence_Fast_GET_ITEM(vals, i), "values", i)
             body = (1 + (kc_size_varint64(deltas[i]) if deltas != NULL else 1)
-                    + kc_size_varint32(<int32_t>i)
+                    + kc_size_varint32(odeltas[i] if odeltas != NULL else <int32_t>i)
                     + _sized(klen) + (klen if klen > 0 else 0)
                     + _sized(vlen) + (vlen if vlen > 0 else 0)
                     + (_headers_size(<object>PySequence_Fast_GET_ITEM(hs, i), i, header_snaps)
@@ -1078,7 +1122,7 @@ def encode_batch(
             else:
                 w[0] = 0
                 w += 1
-            w += kc_write_varint32(w, <int32_t>i)
+            w += kc_write_varint32(w, odeltas[i] if odeltas != NULL else <int32_t>i)
             if ks is None:
                 w[0] = 1
                 w += 1
@@ -1095,6 +1139,7 @@ def encode_batch(
     finally:
         free(sizes)
         free(deltas)
+        free(odeltas)
 
     if codec != CODEC_NONE:
         compressed = compress(codec, recs)
@@ -1112,12 +1157,15 @@ def encode_batch(
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
+    if horizon:
+        attributes |= DELETE_HORIZON_MASK
+        base_ts = <int64_t>delete_horizon_ms
     kc_put_be64(out + BASE_OFFSET_OFFSET, <uint64_t><int64_t>base_offset)
     kc_put_be32(out + BATCH_LENGTH_OFFSET, <uint32_t>(HEADER_BYTES + total - LOG_OVERHEAD))
     kc_put_be32(out + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t><int32_t>leader_epoch)
     out[MAGIC_OFFSET] = MAGIC
     kc_put_be16(out + ATTRIBUTES_OFFSET, attributes)
-    kc_put_be32(out + LAST_OFFSET_DELTA_OFFSET, <uint32_t>(count - 1))
+    kc_put_be32(out + LAST_OFFSET_DELTA_OFFSET, <uint32_t><int32_t>last_delta)
     kc_put_be64(out + BASE_TIMESTAMP_OFFSET, <uint64_t>base_ts)
     kc_put_be64(out + MAX_TIMESTAMP_OFFSET, <uint64_t>max_ts)
     kc_put_be64(out + PRODUCER_ID_OFFSET, <uint64_t><int64_t>producer_id)

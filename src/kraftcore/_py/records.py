@@ -173,14 +173,22 @@ def encode_batch(
     transactional=False,
     control=False,
     log_append_time=False,
+    offset_deltas=None,
+    last_offset_delta=None,
+    delete_horizon_ms=None,
 ):
     """Encode one record batch v2 holding one record per element of `values`.
 
     `keys`, `headers` and `timestamps`, when given, have one element per value. A record's
     headers are a sequence of `(str, bytes | None)` pairs. Without `timestamps` every record
-    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`.
-    `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or id. Returns
-    the batch as bytes.
+    carries `timestamp` (default -1, no timestamp). Record i gets offset `base_offset + i`,
+    or `base_offset + offset_deltas[i]` when `offset_deltas` is given (strictly increasing,
+    in [0, 2^31 - 1]: a batch the log cleaner rewrote keeps its records' offsets). The
+    batch's last offset delta is `last_offset_delta` when given (at least the last record's
+    delta), else the last record's. `delete_horizon_ms` (>= 0) sets the delete-horizon
+    attribute and makes it the base timestamp, the records' timestamp deltas relative to it
+    (KIP-534). `compression` is None or a codec name ("gzip", "snappy", "lz4", "zstd") or
+    id. Returns the batch as bytes.
     """
     values, keys, headers, timestamps = (
         column if column is None or isinstance(column, (list, tuple)) else list(column)
@@ -201,6 +209,26 @@ def encode_batch(
     if count - 1 > _INT32[1] or base_offset + count - 1 > _INT64[1]:
         raise ValueError("too many records for one batch at this base offset")
     codec = compression_codec(compression)
+    if offset_deltas is not None:
+        if not isinstance(offset_deltas, (list, tuple)):
+            offset_deltas = list(offset_deltas)
+        if len(offset_deltas) != count:
+            raise ValueError(f"offset_deltas has {len(offset_deltas)} elements for {count} values")
+        previous = -1
+        for i, delta in enumerate(offset_deltas):
+            check_int_range(f"offset_deltas[{i}]", delta, (0, _INT32[1]))
+            if delta <= previous:
+                raise ValueError(f"offset_deltas[{i}] is {delta}, not above the one before "
+                                 f"({previous}): offset deltas must increase")
+            previous = delta
+    last_delta = count - 1 if offset_deltas is None else offset_deltas[-1]
+    if last_offset_delta is not None:
+        check_int_range("last_offset_delta", last_offset_delta, (last_delta, _INT32[1]))
+        last_delta = last_offset_delta
+    if base_offset > _INT64[1] - last_delta:
+        raise ValueError("too many records for one batch at this base offset")
+    if delete_horizon_ms is not None:
+        check_int_range("delete_horizon_ms", delete_horizon_ms, (0, _INT64[1]))
 
     if timestamps is None:
         base_timestamp = max_timestamp = timestamp
@@ -209,17 +237,21 @@ def encode_batch(
             check_int_range(f"timestamps[{i}]", ts, _INT64)
         base_timestamp = timestamps[0]
         max_timestamp = max(timestamps)
+    # the timestamp every record's delta is taken from (its own when it has none)
+    delta_base = base_timestamp if delete_horizon_ms is None else delete_horizon_ms
 
     body = bytearray()
     record = bytearray()
     for i in range(count):
         record.clear()
         record += b"\x00"  # record attributes
-        delta = 0 if timestamps is None else timestamps[i] - base_timestamp
+        delta = (timestamp if timestamps is None else timestamps[i]) - delta_base
         if not _INT64[0] <= delta <= _INT64[1]:
-            raise ValueError(f"timestamps[{i}] is too far from timestamps[0]")
+            raise ValueError(f"timestamps[{i}] is too far from timestamps[0]"
+                             if delete_horizon_ms is None else
+                             f"timestamps[{i}] is too far from delete_horizon_ms")
         record += encode_varlong(delta)
-        record += encode_varint(i)
+        record += encode_varint(i if offset_deltas is None else offset_deltas[i])
         _encode_length_prefixed(record, None if keys is None else _bytes_or_none("keys", i, keys[i]))
         _encode_length_prefixed(record, _bytes_or_none("values", i, values[i]))
         pairs = () if headers is None or headers[i] is None else headers[i]
@@ -259,6 +291,9 @@ def encode_batch(
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        base_timestamp = delete_horizon_ms
     out = bytearray(
         BATCH_HEADER.pack(
             base_offset,
@@ -267,7 +302,7 @@ def encode_batch(
             MAGIC,
             0,
             attributes,
-            count - 1,
+            last_delta,
             base_timestamp,
             max_timestamp,
             producer_id,
