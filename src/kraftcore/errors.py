@@ -103,6 +103,13 @@ class LogClosedError(LogError):
     """The log was closed (or went offline after a storage error); reopen it."""
 
 
+class CleanAbortedError(LogError):
+    """A clean of a compacted log stopped before it finished because the log was closed,
+    deleted or truncated meanwhile, or its segments changed under it: nothing of the
+    unfinished part was swapped in (what was swapped in before is complete). The next
+    clean starts again from the log's cleaner offset."""
+
+
 class LogLockedError(StorageError):
     """The log's directory is held by another open `Log`, in this process or another one:
     a log has one opener at a time. `path` is the directory; `errno` the one `flock` gave."""

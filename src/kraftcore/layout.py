@@ -119,7 +119,9 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 SNAPSHOT_SUFFIX = ".checkpoint"
 PART_SUFFIX = ".part"  # a snapshot being written: `<stem>-<random>.checkpoint.part`
 SNAPSHOT_PART_SUFFIX = SNAPSHOT_SUFFIX + PART_SUFFIX
-# Appended to a file scheduled for deletion, a compaction's temporary file and its swap.
+# Appended to a file scheduled for deletion, a compaction's temporary file and its swap
+# (`kraftcore.log.cleaner`: `.cleaned` while written, `.swap` once whole and synced; the
+# replaced segments' files take `.deleted` until the swap's files take their final names).
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -137,6 +139,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# The log cleaner's first dirty offset of each compacted log (Kafka's `LogCleanerManager`).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 QUORUM_STATE_FILE = "quorum-state"

@@ -38,6 +38,11 @@ class LogConfig:
     # Kafka's layout) and hands them to `Log.open(offsets=...)`; the log writes only its
     # leader-epoch checkpoint.
     own_checkpoints: bool = True
+    # cleanup.policy includes "compact": the log cleaner removes records (`kraftcore.log.
+    # cleaner`), so offsets may jump forward between two batches of a segment and between
+    # a follower's appends, and a segment's first batch may start above its base offset.
+    # A log that was ever cleaned (it has a cleaner offset) is read that way too.
+    compact: bool = False
 
     def __post_init__(self):
         def need(ok, message):

@@ -27,6 +27,16 @@ log is renamed aside (`<name>.stray`), a gap refuses the open with `LogGapError`
 `set_aside_past_gap=True` opens the log up to it, and a checkpoint value the segments
 contradict is reported in `recovery` and ignored.
 
+Compaction (`LogConfig(compact=True)`, a topic whose cleanup.policy includes compact): the
+log cleaner (`kraftcore.log.cleaner`) rewrites inactive segments through `begin_clean` /
+`replace_segments` / `end_clean`, and a compacted log's offsets may jump forward between
+batches where it removed records — recovery and follower appends accept that (offsets must
+still increase, and segments still tile the offsets), so does a log that was ever cleaned
+(it has a cleaner offset, `cleaner-offset-checkpoint`). On open, a clean a crash
+interrupted is finished first: `.cleaned` files are deleted, a `.log.swap` completed
+(`_resolve_swaps`). `close` and `delete` abort a clean in progress and wait for it;
+a truncation aborts it.
+
 Failures: an append that fails to write (a full disk) is rolled back and raises
 `StorageError`; the log stays as it was and writable. A failed fsync (the kernel may have
 dropped the dirty pages) takes the log offline: reads serve what was durable, writes
@@ -48,17 +58,19 @@ from typing import NamedTuple
 
 from kraftcore import codec
 from kraftcore.kernel_api import NO_STAMP
-from kraftcore.errors import (CorruptRecordError, InvalidAppendError, InvalidOffsetError,
-                              LogClosedError, LogGapError, LogLockedError,
-                              OffsetOutOfRangeError, StorageError)
+from kraftcore.errors import (CleanAbortedError, CorruptRecordError, InvalidAppendError,
+                              InvalidOffsetError, LogClosedError, LogError, LogGapError,
+                              LogLockedError, OffsetOutOfRangeError, StorageError)
 from kraftcore.layout import (BATCH_LENGTH, BATCH_LENGTH_OFFSET, CLEAN_SHUTDOWN_FILE,
-                              CLEANED_SUFFIX, DELETED_SUFFIX, HIGH_WATERMARK_CHECKPOINT,
+                              CLEANED_SUFFIX, CLEANER_OFFSET_CHECKPOINT, DELETED_SUFFIX,
+                              HIGH_WATERMARK_CHECKPOINT, OFFSET_AND_LENGTH, SWAP_SUFFIX,
                               INT32_MAX, LEADER_EPOCH_CHECKPOINT, LOCK_FILE,
                               LOG_OVERHEAD_BYTES, LOG_START_OFFSET_CHECKPOINT, LOG_SUFFIX,
                               RECOVERY_POINT_CHECKPOINT, SEGMENT_SUFFIXES,
                               STAMPED_HEADER, STAMPED_HEADER_BYTES, STRAY_SUFFIX,
                               TIME_INDEX_ENTRY_BYTES, TMP_SUFFIX, DELETED_DIR_SUFFIX,
-                              BATCH_HEADER_BYTES, file_prefix, parse_prefix)
+                              BATCH_HEADER_BYTES, file_prefix, parse_prefix,
+                              parse_segment_name)
 from kraftcore.log import checkpoint, fileio, reader
 from kraftcore.log.config import LogConfig
 from kraftcore.epochs import LeaderEpochCache
@@ -66,7 +78,7 @@ from kraftcore.log.segment import Segment, misplaced_first_batch, set_aside_name
 from kraftcore.clock import Ticker, wall_clock_ms
 from kraftcore.types import FileRegion
 
-_DISCARDED_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX)
+_DISCARDED_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _VALUES_TYPES = (list, tuple)
 
 class _Scan(NamedTuple):
@@ -94,12 +106,14 @@ def _one_batch(data):
 class LogOffsets(NamedTuple):
     """What the owner of a log without its own checkpoints (`own_checkpoints=False`) knows
     of it when it opens: the last recovery point, high watermark and log start offset it
-    wrote down (None: unknown), and whether the log was closed cleanly."""
+    wrote down (None: unknown), whether the log was closed cleanly, and the cleaner offset
+    of a compacted log (None: never cleaned)."""
 
     recovery_point: int = None
     high_watermark: int = None
     log_start_offset: int = None
     clean_shutdown: bool = False
+    cleaner_offset: int = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +159,50 @@ class RecoveryReport:
     # segment files renamed to `<name>.stray` (not part of the log, or past a gap)
     set_aside: list = dataclasses.field(default_factory=list)
     gap: str = None  # the gap the log was opened up to (`set_aside_past_gap=True`)
+    # cleans a crash interrupted (`.swap` files): each completed, or undone when the swap
+    # does not read back whole
+    swaps: list = dataclasses.field(default_factory=list)
+
+
+class SegmentInfo(NamedTuple):
+    """One inactive segment as a clean found it (`CleanSession.segments`). `segment` is the
+    log's own object: `Log.replace_segments` swaps only segments that are still the log's."""
+
+    segment: object
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    offset_index_bytes: int
+    time_index_bytes: int
+    created_ms: int
+
+    @property
+    def file(self):
+        return _name(self)
+
+
+class CleanSession:
+    """A clean of a compacted log in progress (`Log.begin_clean`; `kraftcore.log.cleaner`
+    runs it): the log's offsets and inactive segments when it began. `aborted` says why the
+    clean must stop (the log is closing or was truncated); `check()` raises
+    `CleanAbortedError` then. A log has one clean at a time."""
+
+    def __init__(self, log, segments, active_base_offset):
+        self.path = log.path
+        self.config = log.config
+        self.segments = segments
+        self.active_base_offset = active_base_offset
+        self.log_start_offset = log.log_start_offset
+        self.log_end_offset = log.log_end_offset
+        self.high_watermark = log.high_watermark
+        self.cleaner_offset = log.cleaner_offset
+        self.aborted = None
+
+    def check(self):
+        if self.aborted is not None:
+            raise CleanAbortedError(f"the clean of the log in {self.path} stopped: "
+                                    f"{self.aborted}")
 
 
 def _name(segment):
@@ -215,6 +273,13 @@ class Log:
         self._offline = False  # whether `_go_offline` has cut the log to what is durable
         self._given = LogOffsets()  # what the owner recorded (own_checkpoints=False)
         self._written_epochs = None  # the entries the leader-epoch checkpoint holds
+        # Compaction: the cleaner's first dirty offset (None: never cleaned); whether
+        # offsets may jump forward between batches (a compacted or once cleaned log); the
+        # clean in progress (`begin_clean`), whose end `close` waits for.
+        self._cleaner_offset = None
+        self._gaps = config.compact
+        self._clean = None
+        self._clean_done = threading.Condition(self._lock)
         self.recovery = RecoveryReport()
 
     # ================================================================ opening
@@ -270,6 +335,7 @@ class Log:
         and the checkpoints rewritten from what the segments hold."""
         now = self._clock()
         report = self.recovery
+        self._resolve_swaps()
         names = os.listdir(self.path)
         own = self.config.own_checkpoints
         report.clean_shutdown = (CLEAN_SHUTDOWN_FILE in names if own
@@ -290,8 +356,14 @@ class Log:
             recovery_point = safely(checkpoint.read_offset, RECOVERY_POINT_CHECKPOINT)
             high_watermark = safely(checkpoint.read_offset, HIGH_WATERMARK_CHECKPOINT)
             log_start = safely(checkpoint.read_offset, LOG_START_OFFSET_CHECKPOINT)
+            cleaner_offset = safely(checkpoint.read_offset, CLEANER_OFFSET_CHECKPOINT)
+            if cleaner_offset is None and CLEANER_OFFSET_CHECKPOINT in names:
+                cleaner_offset = 0  # unreadable, but the log was cleaned: gaps are its own
         else:
             recovery_point, high_watermark, log_start = self._given[:3]
+            cleaner_offset = self._given.cleaner_offset
+        self._cleaner_offset = cleaner_offset
+        self._gaps = self.config.compact or cleaner_offset is not None
         epochs = safely(checkpoint.read_epochs)
         scan_point = recovery_point
         if epochs is None or recovery_point is None:
@@ -302,7 +374,8 @@ class Log:
         # ---- read: nothing below writes until the log is known to open
         strays = {}
         for base in sorted(bases):
-            first = misplaced_first_batch(self.path, base, self.config.batch_bytes_max)
+            first = misplaced_first_batch(self.path, base, self.config.batch_bytes_max,
+                                          self._gaps)
             if first is None:
                 self._segments.append(Segment.open(self.path, base, self.config, now))
             else:
@@ -455,7 +528,7 @@ class Log:
         for segment in segments[scan_from:]:
             base = segment.base_offset
             result, damage = segment.scan(self._epochs.epoch_for_offset(base - 1)
-                                          if base else -1)
+                                          if base else -1, self._gaps)
             for epoch, offset in result.epochs:
                 self._epochs.assign(epoch, offset)
             scans[base] = (result, damage)
@@ -484,6 +557,8 @@ class Log:
             else:
                 if found == epoch and (first == offset or k == 0):
                     continue
+                if self._gaps and first > offset and found >= epoch:
+                    continue  # the epoch's first batches were removed by the cleaner
                 problem = (f"the batch holding offset {offset} starts at {first} in leader "
                            f"epoch {found}")
             self.recovery.ignored_checkpoints.append(
@@ -680,8 +755,19 @@ class Log:
         data = memoryview(batches).cast("B")
         with self._lock:
             self._check_writable()
-            base = self._append_locked(data, _Scan(
-                expected_offset=self._leo, verify_records=self.config.verify_records))
+            if self._gaps:
+                # a compacted leader's batches skip the offsets its cleaner removed: they
+                # must only start at or after the log end offset and increase
+                if len(data) >= LOG_OVERHEAD_BYTES \
+                        and OFFSET_AND_LENGTH.unpack_from(data)[0] < self._leo:
+                    raise InvalidAppendError(
+                        f"batch at offset {OFFSET_AND_LENGTH.unpack_from(data)[0]} does not "
+                        f"follow the log end offset {self._leo}: appends must not go back")
+                scan = _Scan(verify_records=self.config.verify_records)
+            else:
+                scan = _Scan(expected_offset=self._leo,
+                             verify_records=self.config.verify_records)
+            base = self._append_locked(data, scan)
         self._after_append(sync)
         return base
 
@@ -949,6 +1035,9 @@ class Log:
             checkpoint.write_offset(self.path, RECOVERY_POINT_CHECKPOINT, recovery_point)
             checkpoint.write_offset(self.path, HIGH_WATERMARK_CHECKPOINT, self._hw)
             checkpoint.write_offset(self.path, LOG_START_OFFSET_CHECKPOINT, self._log_start)
+            if self._cleaner_offset is not None:
+                checkpoint.write_offset(self.path, CLEANER_OFFSET_CHECKPOINT,
+                                        self._cleaner_offset)
         except OSError as exc:
             raise _storage_error(exc, f"writing the checkpoints of {self.path}") from exc
         self._checkpointed_recovery_point = recovery_point
@@ -999,6 +1088,7 @@ class Log:
                 raise InvalidOffsetError(
                     f"cannot truncate to {offset}: below the high watermark {self._hw}, "
                     "committed records are never removed")
+            self._abort_clean("the log was truncated")
             index = bisect.bisect_right(self._bases, offset) - 1
             segment = self._segments[index]
             position = segment.position_of(offset)
@@ -1029,6 +1119,10 @@ class Log:
                     raise error from exc
                 with self._durable:
                     self._durable_offset = min(self._durable_offset, self._leo)
+            # A cut inside a gap of a compacted log ends the log at the batches before it.
+            self._hw = min(self._hw, self._leo)
+            if self._cleaner_offset is not None and self._cleaner_offset > self._leo:
+                self._cleaner_offset = self._leo  # Kafka's `maybeTruncateCheckpoint`
             if self._epochs.truncate_from_end(self._leo):
                 self._write_epochs()
             if self._checkpointed_recovery_point > self._leo:
@@ -1043,6 +1137,9 @@ class Log:
             self._check_writable()
             if not isinstance(offset, int) or offset < 0:
                 raise InvalidOffsetError(f"offset must be an int >= 0, got {offset!r}")
+            self._abort_clean("the log was emptied")
+            if self._cleaner_offset is not None:
+                self._cleaner_offset = offset
             now = self._clock()
             with self._sync_lock:
                 try:
@@ -1140,6 +1237,259 @@ class Log:
             self._delete_segments_below(new_start)
         return doomed
 
+    # ================================================================ compaction
+
+    @property
+    def cleaner_offset(self):
+        """The log cleaner's first dirty offset: every offset below it was cleaned (Kafka's
+        `cleaner-offset-checkpoint` entry). None when the log was never cleaned."""
+        return self._cleaner_offset
+
+    @property
+    def cleaning(self):
+        """Whether a clean is in progress (`begin_clean` .. `end_clean`)."""
+        return self._clean is not None
+
+    def clean_state(self):
+        """A `CleanSession` that is not started: what a clean would find now (the cleaner
+        judges with it which log to clean)."""
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"the log in {self.path} is closed")
+            infos = [SegmentInfo(s, s.base_offset, s.next_offset, s.size, s.max_timestamp,
+                                 len(s.offset_index), len(s.time_index), s.created_ms)
+                     for s in self._segments[:-1]]
+            return CleanSession(self, infos, self._segments[-1].base_offset)
+
+    def begin_clean(self):
+        """Start a clean (`kraftcore.log.cleaner.clean` runs it): a `CleanSession` with the
+        log's offsets and its inactive segments now. One clean at a time; `end_clean`
+        ends it whatever happened. While it runs, `close` and `delete` abort it and wait
+        for it to stop; a truncation aborts it."""
+        with self._lock:
+            self._check_writable()
+            if self._clean is not None:
+                raise LogError(f"the log in {self.path} is being cleaned already")
+            self._clean = self.clean_state()
+            return self._clean
+
+    def end_clean(self, session):
+        """The clean `session` is over (done, aborted or failed)."""
+        with self._lock:
+            if self._clean is session:
+                self._clean = None
+                self._clean_done.notify_all()
+
+    def abort_clean(self, reason="aborted"):
+        """Make the clean in progress, if any, stop at its next check (without waiting)."""
+        with self._lock:
+            self._abort_clean(reason)
+
+    def _abort_clean(self, reason):
+        if self._clean is not None and self._clean.aborted is None:
+            self._clean.aborted = reason
+
+    def _stop_clean(self, reason):
+        """Abort the clean in progress and wait until it has ended (it checks between reads
+        of at most `LOG_CLEANER_READ_BYTES_MAX`, and removes what it wrote). Called with
+        the lock held; waiting releases it."""
+        clean = self._clean
+        if clean is None:
+            return
+        self._abort_clean(reason)
+        while self._clean is clean:
+            self._clean_done.wait()
+
+    def _check_clean(self, session):
+        if self._clean is not session:
+            raise CleanAbortedError(f"the clean of the log in {self.path} has ended")
+        session.check()
+        if self._closed or self._failed is not None:
+            raise CleanAbortedError(f"the log in {self.path} is closed or offline")
+
+    def open_for_clean(self, session, info):
+        """A descriptor of its own (the caller closes it) on the `.log` of segment `info`,
+        which must still be the log's: a clean reads it outside the lock, safe from the
+        segment being closed or deleted meanwhile."""
+        with self._lock:
+            self._check_clean(session)
+            if not any(s is info.segment for s in self._segments):
+                raise CleanAbortedError(f"{info.file} of {self.path} is no longer in the log")
+            try:
+                return os.dup(info.segment.log_fd)
+            except OSError as exc:
+                raise _storage_error(exc, f"opening {info.file} of {self.path}") from exc
+
+    def create_cleaned_segment(self, session, base_offset, created_ms):
+        """New empty segment files `<base>.log.cleaned` (and its indexes) for the cleaner
+        to write (a leftover of an earlier attempt is removed first). Never preallocated."""
+        with self._lock:
+            self._check_clean(session)
+        config = dataclasses.replace(self.config, preallocate=False, prefill_bytes=0)
+        prefix = os.path.join(self.path, file_prefix(base_offset))
+        try:
+            for suffix in SEGMENT_SUFFIXES:
+                try:
+                    fileio.unlink(prefix + suffix + CLEANED_SUFFIX)
+                except FileNotFoundError:
+                    pass
+            segment = Segment.create(self.path, base_offset, config, created_ms,
+                                     file_suffix=CLEANED_SUFFIX)
+        except OSError as exc:
+            raise _storage_error(exc, f"creating a cleaned segment in {self.path}") from exc
+        segment.created_ms = created_ms
+        return segment
+
+    def replace_segments(self, session, replaced, cleaned):
+        """Swap the cleaned segment `cleaned` (written with the `.cleaned` suffix and sealed:
+        synced, indexes written) in for the consecutive inactive segments `replaced`
+        (`SegmentInfo`s of `session`), which it must cover exactly: same base offset, same
+        next offset. Kafka's file dance, each step made durable before the next:
+
+        1. the cleaned files take the `.swap` suffix (a crash from here on completes the
+           swap when the log opens: `_resolve_swaps`);
+        2. the replaced segments' files take the `.deleted` suffix;
+        3. the swap files take their final names; then the `.deleted` files are removed.
+
+        Readers see the old segments or the new one, never a mix: the list changes under
+        the lock, and a read in flight holds its own descriptor (`FileRegion`). Raises
+        `CleanAbortedError` (the caller deletes `cleaned`) when the clean was aborted or
+        the segments are no longer the log's; a failed rename takes the log offline
+        (`StorageError`), its files are recovered on the next open."""
+        with self._lock:
+            self._check_clean(session)
+            first = replaced[0].segment
+            at = next((i for i, s in enumerate(self._segments) if s is first), None)
+            olds = [] if at is None else self._segments[at:at + len(replaced)]
+            if at is None or len(olds) != len(replaced) or at + len(olds) >= len(
+                    self._segments) or any(o is not r.segment for o, r in zip(olds, replaced)):
+                raise CleanAbortedError(
+                    f"the segments of {self.path} from {replaced[0].file} changed while they "
+                    "were cleaned")
+            if cleaned.base_offset != olds[0].base_offset \
+                    or cleaned.next_offset != olds[-1].next_offset:
+                raise CleanAbortedError(
+                    f"the cleaned segment covers offsets [{cleaned.base_offset}, "
+                    f"{cleaned.next_offset}), the segments it replaces "
+                    f"[{olds[0].base_offset}, {olds[-1].next_offset})")
+            if self._cleaner_offset is None:
+                # Gaps from now on: say so on disk before the first swap, so that the log
+                # opens with them even if its topic stops being compacted.
+                self._cleaner_offset = self._log_start
+                self._gaps = True
+                self._write_checkpoints(self._clock())
+            try:
+                cleaned.rename_files(SWAP_SUFFIX)
+                fileio.sync_dir(self.path)
+            except OSError as exc:
+                raise _storage_error(exc, f"swapping a cleaned segment into {self.path}") from exc
+            try:
+                for old in olds:
+                    old.rename_files(DELETED_SUFFIX)
+                fileio.sync_dir(self.path)
+                cleaned.rename_files("")
+                fileio.sync_dir(self.path)
+            except OSError as exc:
+                error = _storage_error(exc, f"swapping a cleaned segment into {self.path}")
+                self._go_offline(error)
+                raise error from exc
+            cleaned.mark_synced()
+            self._segments[at:at + len(olds)] = [cleaned]
+            self._bases[at:at + len(olds)] = [cleaned.base_offset]
+            for old in olds:
+                try:
+                    old.delete()
+                except OSError:
+                    old.close()  # a `.deleted` file left behind goes when the log opens
+
+    def set_cleaner_offset(self, session, offset):
+        """A clean finished everything below `offset`: the next one starts there."""
+        with self._lock:
+            self._check_clean(session)
+            self._cleaner_offset = max(self._log_start, min(offset, self._leo))
+            self._gaps = True
+            if self.config.own_checkpoints:
+                try:
+                    checkpoint.write_offset(self.path, CLEANER_OFFSET_CHECKPOINT,
+                                            self._cleaner_offset)
+                except OSError as exc:
+                    raise _storage_error(exc, f"writing the cleaner offset of {self.path}") \
+                        from exc
+
+    def _resolve_swaps(self):
+        """Finish the swaps of cleans a crash interrupted, before anything else is read
+        (Kafka's `LogLoader`). A `<base>.log.swap` file was whole and synced before it took
+        that name: it replaces every segment whose base offset lies in [base, its next
+        offset) — their files are deleted (or carry `.deleted` already) and the swap's
+        files take their final names. A swap that does not read back whole (the disk
+        damaged it after the sync) is undone instead: the replaced segments' `.deleted`
+        files get their names back and the swap's files go. Index `.swap` files without
+        their `.log` are left to the leftover rule (deleted; the indexes are rebuilt)."""
+        names = os.listdir(self.path)
+        swap_tail = LOG_SUFFIX + SWAP_SUFFIX
+        swaps = sorted(base for base in (parse_prefix(n) for n in names if n.endswith(swap_tail)
+                                         and len(n) == 20 + len(swap_tail)) if base is not None)
+        if not swaps:
+            return
+        report = self.recovery
+        for base in swaps:
+            prefix = os.path.join(self.path, file_prefix(base))
+            end, damage = base, None
+            for item in reader.read_file(prefix + swap_tail, base_offset=base, contiguous=False,
+                                         chunk_bytes=self.config.batch_bytes_max):
+                if isinstance(item, reader.Damage):
+                    damage = item
+                else:
+                    end = item.last_offset + 1
+            names = os.listdir(self.path)
+            segments = {}
+            for name in names:
+                parsed = parse_segment_name(name, tuple(
+                    suffix + tail for suffix in SEGMENT_SUFFIXES for tail in ("", DELETED_SUFFIX)))
+                if parsed is not None:
+                    segments.setdefault(parsed[0], []).append(name)
+            if damage is None and end > base:
+                for other, files in segments.items():
+                    if base <= other < end:
+                        for name in files:
+                            fileio.unlink(os.path.join(self.path, name))
+                for suffix in SEGMENT_SUFFIXES:
+                    if os.path.exists(prefix + suffix + SWAP_SUFFIX):
+                        fileio.rename(prefix + suffix + SWAP_SUFFIX, prefix + suffix)
+                report.swaps.append(
+                    f"{file_prefix(base)}{swap_tail}: a clean's swap, completed (it replaces "
+                    f"the segments of offsets [{base}, {end}))")
+            else:
+                # the segments it was to replace: from its base up to the next one in the log
+                later = [b for b, files in segments.items() if b > base and any(
+                    n.endswith(LOG_SUFFIX) for n in files)]
+                limit = min(later, default=None)
+                for other, files in segments.items():
+                    if other >= base and (limit is None or other < limit):
+                        if not os.path.exists(os.path.join(self.path, file_prefix(other)
+                                                           + LOG_SUFFIX)):
+                            # index files without their `.log` are the swap's, renamed
+                            # ahead of it: the old segment's come back below
+                            for name in files:
+                                if not name.endswith(DELETED_SUFFIX) \
+                                        and not name.endswith(LOG_SUFFIX):
+                                    fileio.unlink(os.path.join(self.path, name))
+                        for name in files:
+                            if name.endswith(DELETED_SUFFIX):
+                                target = os.path.join(self.path, name[:-len(DELETED_SUFFIX)])
+                                if not os.path.lexists(target):
+                                    fileio.rename(os.path.join(self.path, name), target)
+                for suffix in SEGMENT_SUFFIXES:
+                    try:
+                        fileio.unlink(prefix + suffix + SWAP_SUFFIX)
+                    except FileNotFoundError:
+                        pass
+                why = damage.reason if damage is not None else "it holds no batch"
+                report.swaps.append(
+                    f"{file_prefix(base)}{swap_tail}: a clean's swap that does not read back "
+                    f"({why}), undone: the segments it was to replace are kept")
+        fileio.sync_dir(self.path)
+
     # ================================================================ reads
 
     def read(self, offset, bytes_max=1024 * 1024, *, committed=False, region_bytes_min=None):
@@ -1205,6 +1555,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return
+            self._stop_clean("the log is closing")
             try:
                 with self._sync_lock:
                     durable = self._failed is None  # also after a sync that failed meanwhile
@@ -1234,6 +1585,7 @@ class Log:
         if self._ticker is not None:
             self._ticker.stop()
         with self._lock:
+            self._stop_clean("the log is being deleted")
             if not self._closed:
                 self._closed = True
                 self._release()

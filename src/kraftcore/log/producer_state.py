@@ -144,6 +144,12 @@ class ProducerState:
     def clear(self):
         self.producers.clear()
 
+    def last_offsets(self):
+        """The last offset of each producer's last batch: the batches the log cleaner
+        keeps (empty if need be) so that a restart rebuilds every producer's sequence
+        (Kafka's `lastRecordsOfActiveProducers`)."""
+        return {entry.batches[-1][3] for entry in self.producers.values() if entry.batches}
+
     # ------------------------------------------------------------------ snapshots
 
     def encode(self):

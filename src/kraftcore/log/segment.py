@@ -11,7 +11,12 @@ the write fails; the log's lock is held throughout); index entries point at batc
 inside `size` and increase; every offset in the segment fits an int32 relative to
 `base_offset`, and its first batch starts at `base_offset` (`misplaced_first_batch` finds
 files that break this; the log sets them aside under the names `set_aside_names` gives,
-never deletes them). Batch checks and index arithmetic happen in the kernels
+never deletes them) — or, in a compacted log, at or above it: the cleaner removes records,
+and a follower's segment starts where its log ended, before the leader's next batch.
+
+A segment the cleaner is writing or swapping in has a `file_suffix` after each file's name
+(`.cleaned`, then `.swap`; the log's files have none), and `rename_files` moves its three
+files to another suffix, as Kafka's cleaner does. Batch checks and index arithmetic happen in the kernels
 (`kraftcore.codec.SegmentState`, which a segment is built on, `scan_batches` and friends);
 this module moves bytes between them and the files.
 """
@@ -47,20 +52,22 @@ def set_aside_names(directory, base_offset):
         n += 1
 
 
-def misplaced_first_batch(directory, base_offset, batch_bytes_max):
+def misplaced_first_batch(directory, base_offset, batch_bytes_max, gaps_allowed=False):
     """The base offset of the first batch of `<base_offset>.log` in `directory` when that
     batch is whole and sound (framing and CRC) but does not start at `base_offset`, else
     None. Such a file is not a segment of the log whatever its name says (a copy, or a
     file renamed by hand): a segment's first batch starts at its base offset, since a
     segment is created at the log end offset and truncating it to its base removes it.
-    Reads the first 12 bytes, and the first batch only when they name another offset."""
+    With `gaps_allowed` (a compacted log) a first batch above the base offset is in its
+    place. Reads the first 12 bytes, and the first batch only when they name another
+    offset."""
     fd = fileio.open_file(os.path.join(directory, file_prefix(base_offset) + LOG_SUFFIX))
     try:
         head = fileio.pread(fd, LOG_OVERHEAD_BYTES, 0)
         if len(head) < LOG_OVERHEAD_BYTES:
             return None
         first, length = OFFSET_AND_LENGTH.unpack(head)
-        if first == base_offset or not (
+        if first == base_offset or (gaps_allowed and first > base_offset) or not (
                 BATCH_HEADER_BYTES <= LOG_OVERHEAD_BYTES + length <= batch_bytes_max):
             return None
         data = fileio.pread(fd, LOG_OVERHEAD_BYTES + length, 0)
@@ -78,10 +85,11 @@ class Segment(codec.SegmentState):
     """The kernel's `SegmentState` (size, next offset, max timestamp, in-memory indexes)
     plus the segment's files."""
 
-    def __init__(self, directory, base_offset, config):
+    def __init__(self, directory, base_offset, config, file_suffix=""):
         super().__init__(base_offset)
         self.directory = directory
         self.config = config
+        self.file_suffix = file_suffix  # after each file's name: "" in the log
         self.log_fd = self.index_fd = self.time_index_fd = -1
         # Index bytes already in the files. The in-memory copies lead while the segment is
         # active (recovery rebuilds the active segment's indexes from its data anyway);
@@ -95,12 +103,14 @@ class Segment(codec.SegmentState):
     # ------------------------------------------------------------------ files
 
     def path(self, suffix):
-        return os.path.join(self.directory, file_prefix(self.base_offset) + suffix)
+        return os.path.join(self.directory,
+                            file_prefix(self.base_offset) + suffix + self.file_suffix)
 
     @classmethod
-    def create(cls, directory, base_offset, config, now_ms):
-        """New empty segment files (they must not exist). The caller syncs the directory."""
-        segment = cls(directory, base_offset, config)
+    def create(cls, directory, base_offset, config, now_ms, file_suffix=""):
+        """New empty segment files (they must not exist), each name followed by
+        `file_suffix`. The caller syncs the directory."""
+        segment = cls(directory, base_offset, config, file_suffix)
         segment.created_ms = now_ms
         try:
             segment.log_fd = fileio.open_file(segment.path(LOG_SUFFIX), create=True)
@@ -153,6 +163,15 @@ class Segment(codec.SegmentState):
                 setattr(self, name, -1)
                 fileio.close(fd)
 
+    def rename_files(self, file_suffix):
+        """Give the three files `file_suffix` instead of the one they have (the open
+        descriptors stay valid): the indexes first, the `.log` last. The caller syncs the
+        directory."""
+        prefix = os.path.join(self.directory, file_prefix(self.base_offset))
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            fileio.rename(prefix + suffix + self.file_suffix, prefix + suffix + file_suffix)
+        self.file_suffix = file_suffix
+
     def delete(self):
         """Close and remove the segment's files (a missing file is fine)."""
         self.close()
@@ -185,7 +204,7 @@ class Segment(codec.SegmentState):
 
     # ------------------------------------------------------------------ loading
 
-    def scan(self, latest_epoch):
+    def scan(self, latest_epoch, gaps_allowed=False):
         """Rebuild the in-memory state (indexes, end, max timestamp) by scanning the whole
         `.log` (kafka-facts §3.7), writing nothing: `finish_scan` cuts the file after the
         last valid batch and writes the indexes once the log has decided to keep the
@@ -201,10 +220,12 @@ class Segment(codec.SegmentState):
         # Stricter than Kafka's recovery, because kraftcore logs never have gaps: offsets
         # must continue without a gap from the segment's base, and leader epochs must not
         # go backwards, so a flipped base offset or epoch (outside the CRC) is caught too.
+        # A compacted log's offsets only have to increase (`gaps_allowed`): the cleaner
+        # removed the records in between.
         result = codec.scan_batches(
             data, self.base_offset, 0, self.config.index_interval_bytes, 0, -1, -1, -1,
-            latest_epoch, expected_offset=self.base_offset, strict_epochs=True,
-            stop_on_error=True)
+            latest_epoch, expected_offset=-1 if gaps_allowed else self.base_offset,
+            strict_epochs=True, stop_on_error=True)
         self._take(result)
         self.size = result.valid_bytes
         self.next_offset = result.next_offset if result.batches else self.base_offset
