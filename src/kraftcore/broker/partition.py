@@ -25,6 +25,12 @@ As leader:
   answered with the diverging epoch and where it ends (`divergence`), and the follower
   truncates there.
 
+A compacted topic's partition (cleanup.policy includes compact, `compacted`) refuses a
+producer's batch holding a record without a key, as Kafka's `LogValidator` does:
+INVALID_RECORD, "Compacted topic cannot accept message without key in topic partition
+<topic>-<partition>", nothing of the append written. The broker's log cleaner
+(`kraftcore.runtime.log_cleaner`) cleans the partition's log, leader and follower alike.
+
 Idempotent producers (`kraftcore.log.producer_state`): a leader checks each producer's
 epoch and sequence before it appends, and answers a retried batch with the offset of its
 first write; leader and follower both record every appended batch, so a new leader knows
@@ -140,6 +146,7 @@ class Partition:
         self.isr_in_flight = None  # the ISR an AlterPartition in flight asks for
         self.min_isr = 1
         self.log_append_time = False  # message.timestamp.type=LogAppendTime
+        self.compacted = False  # cleanup.policy includes compact
         self.followers = {}
         self.epoch_start_offset = 0
         self.slot = None  # the tracker's slot while this broker leads
@@ -313,6 +320,8 @@ class Partition:
         if any(size > limit for size in _batch_sizes(data)):
             raise PartitionError(_E.MESSAGE_TOO_LARGE, (
                 f"{self.name}: a batch is larger than message.max.bytes ({limit})"))
+        if self.compacted:
+            self._check_keys(data)
         try:
             if headers and headers[0][2] >= 0:  # an idempotent producer's batch
                 _, last, pid, epoch, seq, _, delta = headers[0]
@@ -342,6 +351,22 @@ class Partition:
         self.bytes_in += len(data)
         moved = self._take_hw(self.tracker.on_leader_append(self.slot, log.log_end_offset))
         return base, moved
+
+    def _check_keys(self, data):
+        """Refuse a record without a key (Kafka's `LogValidator.validateKey`). Bytes that do
+        not decode are left to the log's checks, which answer with their own error."""
+        try:
+            batches = codec.decode_batches(data)
+        except (CorruptRecordError, UnsupportedCompressionError):
+            return
+        for batch in batches:
+            if batch.is_control:
+                continue
+            for record in batch.records:
+                if record.key is None:
+                    raise PartitionError(_E.INVALID_RECORD, (
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {self.name}"))
 
     def enough_replicas(self):
         """Whether the maximal ISR still meets the effective min ISR (an acks=all produce

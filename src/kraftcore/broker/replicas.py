@@ -20,7 +20,9 @@ What the manager answers (each call takes `now_ms`; no clock, socket or thread h
   watermarks of every fetched partition in one `HighWatermarks` call;
 * `isr_changes(now_ms, eligible)`: the AlterPartition work of every led partition (shrink
   after `replica.lag.time.max.ms`, expand when caught up), marked in flight;
-* `fetch_targets()`: the follower partitions by leader broker, for the replica fetchers.
+* `fetch_targets()`: the follower partitions by leader broker, for the replica fetchers;
+* `compacted_partitions()`: the partitions the log cleaner cleans, with their topic's
+  cleaner settings and their producers' last offsets.
 
 `on_change` callbacks (`watch`) hear every partition whose log end offset or high
 watermark moved: delayed produces and long-poll fetches wait on them.
@@ -53,6 +55,8 @@ class ReplicaConfig:
     checkpoint_interval_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
     min_insync_replicas: int = 1  # min.insync.replicas (the cluster default)
     log_settings: tuple = ()  # (name, value) pairs of `kraftcore.log.LogConfig`
+    # (name, value) pairs of `kraftcore.log.cleaner.CleanerConfig`: the broker's defaults
+    cleaner_settings: tuple = ()
 
     def __post_init__(self):
         if self.replica_lag_time_max_ms <= 0:
@@ -203,8 +207,9 @@ class ReplicaManager:
                     and previous.topics.get(topic_id) is topic:
                 continue
             min_isr = self._min_isr(image, topic.name)
-            append_time = image.configs.get((CONFIG_TOPIC, topic.name), {}).get(
-                MESSAGE_TIMESTAMP_TYPE) == LOG_APPEND_TIME
+            values = image.configs.get((CONFIG_TOPIC, topic.name), {})
+            append_time = values.get(MESSAGE_TIMESTAMP_TYPE) == LOG_APPEND_TIME
+            compacted = topic_configs.compacted(values)
             for index, record in topic.partitions.items():
                 key = (topic_id, index)
                 partition = self.partitions.get(key)
@@ -222,6 +227,7 @@ class ReplicaManager:
                     self.partitions[key] = partition
                     self.by_name[(topic.name, index)] = partition
                 partition.log_append_time = append_time
+                partition.compacted = compacted
                 role = partition.apply(record, min_isr, now_ms)
                 if role == LEADER:
                     changes.leaders.append(partition)
@@ -371,6 +377,21 @@ class ReplicaManager:
         for partition in self.partitions.values():
             if partition.role == FOLLOWER and partition.leader_id >= 0:
                 out.setdefault(partition.leader_id, []).append(partition)
+        return out
+
+    def compacted_partitions(self):
+        """[(partition, CleanerConfig settings, producers' last offsets)] of the hosted
+        partitions the log cleaner cleans: compacted now (cleanup.policy) and opened as
+        compacted (a policy change reaches a log when it opens again), log open."""
+        out = []
+        base = dict(self.config.cleaner_settings)
+        for partition in self.partitions.values():
+            log = partition.log
+            if partition.compacted and log.config.compact and not log.closed:
+                out.append((partition,
+                            topic_configs.cleaner_settings(self._topic_values(partition.topic),
+                                                           base),
+                            partition.producers.last_offsets()))
         return out
 
     def follower_append(self, partition, data, leader_high_watermark):

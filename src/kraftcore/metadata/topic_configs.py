@@ -6,17 +6,26 @@ how a broker turns a topic's values into the settings of its partition logs.
 controller answers INVALID_CONFIG with it). `log_settings(values)` maps a topic's values
 ({name: text}) to `kraftcore.log.LogConfig` fields; configs that are not log settings
 (min.insync.replicas, unclean.leader.election.enable, message.timestamp.type,
-cleanup.policy, compression.type) are read where they act. A partition log takes its
-topic's values when it opens.
+compression.type) are read where they act. A partition log takes its topic's values when
+it opens.
+
+cleanup.policy (`compacted`, `deletes`): with "compact" the log is compacted
+(`LogConfig.compact`, its offsets may jump where the cleaner removed records) and the
+broker's cleaner cleans it with `cleaner_settings` (min.cleanable.dirty.ratio,
+min.compaction.lag.ms, delete.retention.ms, read each time a clean starts); without
+"delete" its segments are never deleted by age or size (retention.ms and retention.bytes
+do not apply, as in Kafka).
 """
 
-__all__ = ["TOPIC_CONFIGS", "check", "log_settings", "MIN_INSYNC_REPLICAS",
-           "UNCLEAN_LEADER_ELECTION", "MESSAGE_TIMESTAMP_TYPE", "LOG_APPEND_TIME"]
+__all__ = ["TOPIC_CONFIGS", "check", "log_settings", "cleaner_settings", "compacted",
+           "deletes", "MIN_INSYNC_REPLICAS", "UNCLEAN_LEADER_ELECTION",
+           "MESSAGE_TIMESTAMP_TYPE", "LOG_APPEND_TIME", "CLEANUP_POLICY"]
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 MESSAGE_TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
+CLEANUP_POLICY = "cleanup.policy"
 INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 _SEGMENT_BYTES_MIN = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
 
@@ -41,6 +50,16 @@ def _choice(*allowed):
     return check
 
 
+def _ratio(value):
+    try:
+        number = float(value.strip())
+    except (ValueError, AttributeError):
+        return "must be a number"
+    if not 0 <= number <= 1:
+        return "must be in [0, 1]"
+    return None
+
+
 def _policy(value):
     parts = [p.strip() for p in (value or "").split(",")]
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -53,7 +72,10 @@ TOPIC_CONFIGS = {
     MIN_INSYNC_REPLICAS: (_integer(1, INT32_MAX), None),
     UNCLEAN_LEADER_ELECTION: (_choice("true", "false"), None),
     MESSAGE_TIMESTAMP_TYPE: (_choice("CreateTime", LOG_APPEND_TIME), None),
-    "cleanup.policy": (_policy, None),
+    CLEANUP_POLICY: (_policy, None),
+    "min.cleanable.dirty.ratio": (_ratio, None),
+    "min.compaction.lag.ms": (_integer(0, INT64_MAX), None),
+    "delete.retention.ms": (_integer(0, INT64_MAX), None),
     "compression.type": (_choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
                          None),
     "retention.ms": (_integer(-1, INT64_MAX), "retention_ms"),
@@ -102,4 +124,38 @@ def log_settings(values, base):
         settings["fsync_interval_ms"] = int(flush_ms)
     if settings.get("batch_bytes_max", 0) < 61:
         settings.pop("batch_bytes_max", None)  # below one batch header: Log refuses it
+    if compacted(values):
+        settings["compact"] = True
+    if not deletes(values):
+        settings["retention_ms"] = settings["retention_bytes"] = -1
+    return settings
+
+
+def _policies(values):
+    value = values.get(CLEANUP_POLICY)
+    if value is None or _policy(value) is not None:
+        return ("delete",)  # Kafka's default (log.cleanup.policy)
+    return tuple(p.strip() for p in value.split(","))
+
+
+def compacted(values):
+    """Whether a topic's cleanup.policy includes "compact"."""
+    return "compact" in _policies(values)
+
+
+def deletes(values):
+    """Whether a topic's cleanup.policy includes "delete" (the default)."""
+    return "delete" in _policies(values)
+
+
+def cleaner_settings(values, base):
+    """`base` (`kraftcore.log.cleaner.CleanerConfig` keyword settings, the broker's
+    defaults) with a topic's compaction configs applied."""
+    settings = dict(base)
+    for name, field, parse in (("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", float),
+                               ("min.compaction.lag.ms", "min_compaction_lag_ms", int),
+                               ("delete.retention.ms", "delete_retention_ms", int)):
+        value = values.get(name)
+        if value is not None and check(name, value) is None:
+            settings[field] = parse(value.strip())
     return settings
