@@ -269,11 +269,9 @@ def _read_batches(log, session, info):
             result = codec.scan_batches(view, info.base_offset, position, 1 << 62, 0,
                                         stop_on_error=True)
             if result.error is not None:
-                where = getattr(result.error, "position", None)
                 raise CorruptRecordError(
-                    f"{file}: the batches stop at byte {position + result.valid_bytes}: "
-                    f"{getattr(result.error, 'reason', result.error)}",
-                    position + result.valid_bytes if where is None else where)
+                    f"{file}: {getattr(result.error, 'reason', result.error)}",
+                    position + result.valid_bytes)
             batches = codec.decode_batches(view, verify=False)
             yield [(batch, view[batch.position:batch.position + batch.size_bytes])
                    for batch in batches]

@@ -97,6 +97,14 @@ _NUMBERS = (
     ("log.retention.bytes", "log_retention_bytes", "LONG", -1, -1),
     ("log.flush.interval.ms", "log_flush_interval_ms", "LONG", -1, -1),
     ("log.flush.interval.messages", "log_flush_interval_messages", "LONG", INT64_MAX, 1),
+    # The log cleaner of compacted topics (Kafka's CleanerConfig; the last two are the
+    # broker defaults of the topic configs delete.retention.ms and min.compaction.lag.ms).
+    ("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", "LONG", 15_000, 0),
+    ("log.cleaner.dedupe.buffer.size", "log_cleaner_dedupe_buffer_bytes", "LONG",
+     128 * 1024 * 1024, 1),
+    ("log.cleaner.delete.retention.ms", "log_cleaner_delete_retention_ms", "LONG",
+     86_400_000, 0),
+    ("log.cleaner.min.compaction.lag.ms", "log_cleaner_min_compaction_lag_ms", "LONG", 0, 0),
     # Consumer groups' committed offsets (Kafka's GroupCoordinatorConfig).
     ("offsets.topic.num.partitions", "offsets_topic_partitions", "INT", 50, 1),
     ("offsets.topic.replication.factor", "offsets_topic_replication_factor", "SHORT", 3, 1),
@@ -114,7 +122,8 @@ _JAVA_MAX = {"SHORT": 32767, "INT": INT32_MAX, "LONG": INT64_MAX}
 _QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
 # kraftcore's own key: HOST:PORT of the node's Prometheus endpoint (unset: no endpoint).
 METRICS_LISTENER = "metrics.prometheus.listener"
-_BOOLEANS = (("unclean.leader.election.enable", "unclean_leader_election_enable", False),)
+_BOOLEANS = (("unclean.leader.election.enable", "unclean_leader_election_enable", False),
+             ("log.cleaner.enable", "log_cleaner_enable", True))
 
 DEFAULTS = {
     "listeners": "PLAINTEXT://:9092",
@@ -218,6 +227,11 @@ class NodeConfig:
     log_retention_bytes: int = -1
     log_flush_interval_ms: int = -1
     log_flush_interval_messages: int = INT64_MAX
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024
+    log_cleaner_delete_retention_ms: int = 86_400_000
+    log_cleaner_min_compaction_lag_ms: int = 0
     offsets_topic_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offset_metadata_bytes_max: int = 4096
@@ -459,6 +473,13 @@ class NodeConfig:
                 "batch_bytes_max": max(self.message_bytes_max, 61),
                 "append_bytes_max": max(64 * 1024 * 1024, self.message_bytes_max),
                 "fsync": fsync, **interval}
+
+    def cleaner_settings(self):
+        """The broker's defaults of `kraftcore.log.cleaner.CleanerConfig` (a topic's own
+        delete.retention.ms, min.compaction.lag.ms and min.cleanable.dirty.ratio win)."""
+        return {"delete_retention_ms": self.log_cleaner_delete_retention_ms,
+                "min_compaction_lag_ms": self.log_cleaner_min_compaction_lag_ms,
+                "offset_map_bytes": self.log_cleaner_dedupe_buffer_bytes}
 
     def group_settings(self):
         """Keyword arguments of the broker's `kraftcore.broker.groups.GroupConfig`."""

@@ -22,7 +22,9 @@ quorum's requests and clients' arrive on the same controller listener), its peer
   leader broker, over a second peer pool keyed by broker id) and to its group coordinator
   (`kraftcore.runtime.groups`: the offsets partitions it leads load their groups). Every
   min(500 ms, replica.lag.time.max.ms / 2) a leader sends the ISR changes its partitions
-  decided as one AlterPartition to the active controller. The broker listener answers
+  decided as one AlterPartition to the active controller. The log cleaner
+  (`kraftcore.runtime.log_cleaner`, unless log.cleaner.enable is false) cleans the
+  compacted partitions it hosts in a worker thread. The broker listener answers
   with `kraftcore.apis.broker` (`_BrokerView`): data-plane requests from the partitions,
   admin requests forwarded to the active controller (`Node.forward`).
 
@@ -60,6 +62,7 @@ from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
 from kraftcore.runtime.groups import BrokerGroups
+from kraftcore.runtime.log_cleaner import LogCleaner
 from kraftcore.runtime.metrics import NodeMetrics
 from kraftcore.runtime.node_log import RaftEventLog, log_metadata_changes
 from kraftcore.runtime.raft_driver import RaftDriver
@@ -240,7 +243,12 @@ class BrokerRole(_Wakeup):
         self.replicas = ReplicaManager(config.node_id, config.log_dirs, ReplicaConfig(
             replica_lag_time_max_ms=config.replica_lag_time_ms_max,
             min_insync_replicas=config.min_insync_replicas,
-            log_settings=tuple(config.partition_log_settings().items())))
+            log_settings=tuple(config.partition_log_settings().items()),
+            cleaner_settings=tuple(config.cleaner_settings().items())))
+        # The cleaner of the compacted partitions (log.cleaner.enable).
+        self.cleaner = LogCleaner(config.node_id, self.replicas, node.driver.clock,
+                                  backoff_ms=config.log_cleaner_backoff_ms) \
+            if config.log_cleaner_enable else None
         # Broker-to-broker connections (replica fetches), by broker id.
         self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000)
         self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
@@ -306,6 +314,8 @@ class BrokerRole(_Wakeup):
             self._on_image(self.metadata.image, None)
 
     async def close(self):
+        if self.cleaner is not None:
+            await self.cleaner.close()
         self.groups.close()
         await self.fetchers.close()
         await self.broker_pool.close()
@@ -319,6 +329,8 @@ class BrokerRole(_Wakeup):
     def start(self):
         self.lifecycle.start(self.node.driver.clock())
         self.schedule(0)
+        if self.cleaner is not None:
+            self.cleaner.start()
 
     def _log_transitions(self):
         """One log line per lifecycle transition not logged yet (fenced, online, ...)."""
