@@ -71,6 +71,10 @@ LOADING, ACTIVE = "loading", "active"
 _RECORD_OVERHEAD_BYTES_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5
 _LOAD_FAILURES_KEPT_MAX = 100
 _TRANSITIONS_KEPT_MAX = 1000
+# Group ids whose offsets partition is remembered (ids up to _PARTITION_CACHED_CHARS_MAX
+# chars): Java's String.hashCode is a Python loop per char, and every group request needs it.
+_PARTITIONS_CACHED_MAX = 4096
+_PARTITION_CACHED_CHARS_MAX = 255
 
 # How an append's refusal reaches the committer (Kafka's coordinator normalises them).
 _APPEND_ERRORS = {
@@ -272,6 +276,7 @@ class GroupCoordinator:
         # transitions, and how many there ever were
         self.transitions = collections.deque(maxlen=_TRANSITIONS_KEPT_MAX)
         self.transitions_total = 0
+        self._partition_of = {}  # group id -> offsets partition index (a bounded cache)
 
     # ------------------------------------------------------------------ roles
 
@@ -387,7 +392,14 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ lookups
 
     def partition_for(self, group):
-        return partition_for(group, self.config.offsets_partitions)
+        index = self._partition_of.get(group)
+        if index is None:
+            index = partition_for(group, self.config.offsets_partitions)
+            if len(group) <= _PARTITION_CACHED_CHARS_MAX:
+                if len(self._partition_of) >= _PARTITIONS_CACHED_MAX:
+                    self._partition_of.clear()
+                self._partition_of[group] = index
+        return index
 
     def shard_for(self, group):
         """The active shard that coordinates `group`, caught up with its high watermark;
@@ -692,7 +704,7 @@ class GroupCoordinator:
         except GroupError as exc:
             raise GroupError(exc.code, f"the offsets of group {group!r} were not written: "
                              f"{exc}") from None
-        base = end - len(keys)
+        base = end - len(keys)  # the offsets' records first, then any others
         for i, (topic, index, value) in enumerate(offsets):
             shard.pending.append((base + i, group, (topic, index), value))
         shard.catch_up()
@@ -726,9 +738,7 @@ class GroupCoordinator:
         offsets = [(t, p, None) for t, p in sorted(shard.offset_keys(group_id))]
         keys = [offset_tombstone(group_id, t, p) for t, p, _ in offsets]
         keys.append(group_tombstone(group_id))
-        end = self._write_offsets(shard, group_id, offsets + [(None, None, None)], keys,
-                                  [None] * len(keys), now_ms)
-        shard.pending.pop()  # the group record's place holder: not an offset
+        end = self._write_offsets(shard, group_id, offsets, keys, [None] * len(keys), now_ms)
         if group is not None:
             group.close(_E.COORDINATOR_NOT_AVAILABLE)
         shard.groups.pop(group_id, None)
