@@ -530,3 +530,17 @@ def test_hostile_membership_requests_get_kafkas_codes_and_leave_other_groups_alo
         assert run(answer_async(broker, heartbeat(A, generation, mid), 4)).error_code == 0
     (a, b) = describe(broker, A, B)
     assert a.group_state == "Stable" and b.group_state == "PreparingRebalance"
+
+
+def test_groups_that_never_had_a_member_are_forgotten(broker):
+    """A refused join, and a new member that never comes back with its id, leave no group
+    behind (nothing to list, nothing held)."""
+    refused = run(answer_async(broker, join(A, protocols=()), 9))
+    assert refused.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    first = run(answer_async(broker, join(B), 9))
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    listed = run(answer_async(broker, m.ListGroupsRequest(), 4))
+    assert [g.group_id for g in listed.groups] == [B]  # waiting for its member
+    broker.advance(SESSION_MS)
+    listed = run(answer_async(broker, m.ListGroupsRequest(), 4))
+    assert listed.groups == [] and broker.groups.shards[0].groups == {}

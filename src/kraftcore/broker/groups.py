@@ -303,7 +303,7 @@ class GroupCoordinator:
         for group in shard.groups.values():
             group.close(_E.NOT_COORDINATOR)
         while shard.writes:
-            _, _, done = shard.writes.popleft()
+            _, _, done, _ = shard.writes.popleft()
             done(_E.NOT_COORDINATOR, 0)
 
     @property
@@ -447,7 +447,7 @@ class GroupCoordinator:
                                  self._observe)
             shard.groups[req.group_id] = group
         group.join(req, now_ms, respond)
-        self._schedule(shard, group)
+        self._settle(shard, group)
 
     def sync(self, group_id, generation, member_id, instance_id, protocol_type,
              protocol_name, assignments, now_ms, respond):
@@ -492,7 +492,7 @@ class GroupCoordinator:
             return _E.UNKNOWN_MEMBER_ID, [_E.UNKNOWN_MEMBER_ID] * len(members)
         codes = [group.leave(member_id, instance_id, now_ms)
                  for member_id, instance_id in members]
-        self._schedule(shard, group)
+        self._settle(shard, group)
         return 0, codes
 
     def _observe(self, group, before, now_ms):
@@ -512,12 +512,6 @@ class GroupCoordinator:
             self._timed[key] = deadline
             heapq.heappush(self._timers, (deadline, shard.index, group.group_id))
 
-    def next_deadline_ms(self):
-        """When `tick` next has something to do (None: nothing is timed)."""
-        deadlines = [self._timers[0][0]] if self._timers else []
-        deadlines.extend(w[0][1] for s in self.shards.values() for w in (s.writes,) if w)
-        return min(deadlines) if deadlines else None
-
     def tick(self, now_ms):
         """Act on the deadlines that passed by `now_ms`: session timeouts, rebalance and
         sync timeouts, stores not committed within `offsets.commit.timeout.ms`."""
@@ -532,12 +526,23 @@ class GroupCoordinator:
             if group is None or group.state == DEAD or shard.state != ACTIVE:
                 continue
             group.tick(now_ms)
-            self._schedule(shard, group)
+            self._settle(shard, group)
         for shard in list(self.shards.values()):
             writes = shard.writes
             while writes and writes[0][1] <= now_ms:
-                _, _, done = writes.popleft()
+                _, _, done, group = writes.popleft()
                 done(_E.COORDINATOR_NOT_AVAILABLE, now_ms)
+                self._settle(shard, group)
+
+    def _settle(self, shard, group):
+        """After a change of `group`: its next deadline is timed; a group that never had a
+        member (every join refused, or its new members never came back) is forgotten."""
+        if (group.state == EMPTY and group.generation == 0 and not group.members
+                and not group.pending):
+            if shard.groups.get(group.group_id) is group:
+                del shard.groups[group.group_id]
+            return
+        self._schedule(shard, group)
 
     def on_partition_change(self, partition, now_ms):
         """A partition's high watermark may have moved: answer the stores it committed."""
@@ -549,9 +554,8 @@ class GroupCoordinator:
         hw = partition.high_watermark
         writes = shard.writes
         while writes and writes[0][0] <= hw:
-            _, _, done = writes.popleft()
+            _, _, done, group = writes.popleft()
             done(0, now_ms)
-        for group in shard.groups.values():
             self._schedule(shard, group)
 
     def _store(self, group, done, now_ms):
@@ -565,7 +569,7 @@ class GroupCoordinator:
             end = self._append(shard, [key], [value], now_ms)
         except GroupError as exc:
             return done(exc.code, now_ms)
-        shard.writes.append((end, now_ms + self.config.commit_timeout_ms, done))
+        shard.writes.append((end, now_ms + self.config.commit_timeout_ms, done, group))
         if shard.partition.high_watermark >= end:
             self.on_partition_change(shard.partition, now_ms)
 
