@@ -124,3 +124,91 @@ def test_kafka_cluster_tool_lists_the_registered_controllers_and_the_broker(quor
         n["id"]: ("127.0.0.1", n["port"], "controller") for n in cluster.controllers()}
     assert endpoints("--bootstrap-server", f"127.0.0.1:{cluster.nodes[4]['port']}") == {
         4: ("127.0.0.1", cluster.nodes[4]["port"], "broker")}
+
+
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def _java(jars, main, *args):
+    return subprocess.Popen(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*", main, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _table(out):
+    """The rows of one of kafka-consumer-groups' tables, as dicts by column name."""
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    header, rows = lines[0], lines[1:]
+    return [dict(zip(header, row)) for row in rows]
+
+
+def test_kafka_consumers_and_kafka_consumer_groups_on_kraftcores_coordinator(quorum):
+    """Kafka's own Java consumer (`kafka-console-consumer --group`, the classic protocol)
+    joins groups on kraftcore's coordinator: two of them share a topic of 6 partitions, 3
+    each, as `kafka-consumer-groups --describe --members` shows; one alone reads every
+    record and commits; then `kafka-consumer-groups` lists, describes (offsets, lag),
+    resets, deletes offsets and deletes the group, and each step shows in the next."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    jars, cluster = quorum
+    boot = f"127.0.0.1:{cluster.nodes[4]['port']}"
+    admin = KafkaAdminClient(bootstrap_servers=boot)
+    try:
+        admin.create_topics([NewTopic("java-group-topic", 6, 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=boot, acks="all")
+    try:
+        for i in range(60):
+            producer.send("java-group-topic", value=b"v%d" % i, partition=i % 6)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+    members = [_java(jars, CONSOLE_CONSUMER, "--bootstrap-server", boot, "--topic",
+                     "java-group-topic", "--group", "java-pair", "--timeout-ms", "60000")
+               for _ in range(2)]
+    try:
+        def described():
+            proc = subprocess.run(
+                ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*",
+                 CONSUMER_GROUPS, "--bootstrap-server", boot, "--describe", "--group",
+                 "java-pair", "--members"],
+                capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+            rows = _table(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
+            return [int(r["#PARTITIONS"]) for r in rows if "#PARTITIONS" in r]
+
+        wait_for("two Java consumers sharing 6 partitions",
+                 lambda: sorted(described()) == [3, 3], wait_s=90)
+    finally:
+        for proc in members:
+            proc.terminate()
+            proc.communicate(timeout=30)
+
+    read = _tool(jars, CONSOLE_CONSUMER, "--bootstrap-server", boot, "--topic",
+                 "java-group-topic", "--group", "java-alone", "--from-beginning",
+                 "--max-messages", "60", "--timeout-ms", "60000")
+    assert sorted(read.split()) == sorted(f"v{i}" for i in range(60))
+    assert "java-alone" in _tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot,
+                                 "--list").split()
+
+    def offsets():
+        rows = _table(_tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot, "--describe",
+                            "--group", "java-alone"))
+        return {int(r["PARTITION"]): (r["CURRENT-OFFSET"], r["LAG"]) for r in rows}
+
+    assert offsets() == {p: ("10", "0") for p in range(6)}
+    _tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot, "--reset-offsets", "--group",
+          "java-alone", "--topic", "java-group-topic:0,1", "--to-earliest", "--execute")
+    assert offsets() == {**{p: ("10", "0") for p in range(2, 6)}, 0: ("0", "10"),
+                         1: ("0", "10")}
+    out = _tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot, "--delete-offsets",
+                "--group", "java-alone", "--topic", "java-group-topic:5")
+    assert "Successful" in out
+    assert set(offsets()) == set(range(5))
+    _tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot, "--delete", "--group",
+          "java-alone")
+    assert "java-alone" not in _tool(jars, CONSUMER_GROUPS, "--bootstrap-server", boot,
+                                     "--list").split()
