@@ -26,7 +26,11 @@ leader and no members.
 The member metadata of the "consumer" protocol type (a subscription) starts with an int16
 version, then the subscribed topics as an int32 count of int16-length strings, in every
 version (`subscription_topics`); the rest (user data, owned partitions, generation, rack)
-is the clients' business.
+is the clients' business. A member's assignment (Kafka's `ConsumerProtocolAssignment`,
+versions 0-3 alike) is an int16 version, an int32 count of (topic string, int32 count of
+int32 partitions), then user data as nullable int32-length bytes
+(`decode_assignment`); bytes after it (a later version's fields) are skipped, as Kafka's
+consumer reads a newer version with the newest schema it knows.
 
 The coordinator of group `g` is the leader of partition
 `abs(javaStringHashCode(g)) % offsets.topic.num.partitions`, where the hash is Java's
@@ -37,7 +41,7 @@ Integer.MIN_VALUE to 0 (Kafka's `Utils.abs`) — `partition_for`.
 import struct
 from typing import NamedTuple
 
-from kraftcore.errors import CorruptRecordError
+from kraftcore.errors import CorruptRecordError, ProtocolError
 from kraftcore.protocol.schema import Field as F, adopt, message
 from kraftcore.types import ZERO_UUID
 
@@ -47,7 +51,8 @@ __all__ = ["OFFSETS_TOPIC", "OffsetCommitKey", "OffsetCommitValue", "GroupMetada
            "RECORD_TYPE_LEGACY_OFFSET_COMMIT", "RECORD_TYPE_OFFSET_COMMIT",
            "RECORD_TYPE_GROUP_METADATA", "GroupMetadataValue", "GROUP_METADATA_VALUE_VERSION",
            "group_metadata_record", "group_tombstone", "offset_tombstone",
-           "decode_group_value", "subscription_topics"]
+           "decode_group_value", "subscription_topics", "ConsumerAssignment",
+           "decode_assignment"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 RECORD_TYPE_LEGACY_OFFSET_COMMIT = 0
@@ -59,6 +64,7 @@ OFFSET_COMMIT_VALUE_VERSION_EXPIRING = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 _INT32_MIN = -(1 << 31)
 
 OffsetCommitKey = message("OffsetCommitKey", kind="data", valid="0", flexible="none", fields=[
@@ -195,6 +201,69 @@ def subscription_topics(metadata):
     except (struct.error, UnicodeDecodeError):
         return None
     return topics
+
+
+class ConsumerAssignment(NamedTuple):
+    """A consumer-protocol assignment: `partitions` [(topic, [partition, ...])] in the order
+    written; `user_data` bytes or None."""
+
+    version: int
+    partitions: list
+    user_data: object = None
+
+
+def decode_assignment(data):
+    """The `ConsumerAssignment` in a "consumer" group member's assignment bytes (what
+    SyncGroup hands it, what DescribeGroups shows). Raises `ProtocolError`, with the byte
+    position, on bytes that are not one: empty or truncated, a negative version, a count or
+    length that is negative or runs past the end, a null topic, a topic that is not UTF-8."""
+    data = bytes(data)
+    end = len(data)
+    pos = 0
+
+    def take(size, what):
+        nonlocal pos
+        if size < 0 or pos + size > end:
+            raise ProtocolError(f"a consumer assignment ends inside its {what} "
+                                f"({end} bytes)", pos)
+        start, pos = pos, pos + size
+        return start
+
+    def count(what, item_bytes_min):
+        at = take(4, what)
+        (n,) = _INT32.unpack_from(data, at)
+        if n < 0 or n * item_bytes_min > end - pos:
+            raise ProtocolError(f"a consumer assignment's {what} {n} does not fit in its "
+                                f"{end} bytes", at)
+        return n
+
+    (version,) = _INT16.unpack_from(data, take(2, "version"))
+    if version < 0:
+        raise ProtocolError(f"a consumer assignment has version {version}, not 0 or more", 0)
+    partitions = []
+    for _ in range(count("topic count", 6)):
+        at = take(2, "topic name length")
+        (size,) = _INT16.unpack_from(data, at)
+        if size < 0:
+            raise ProtocolError("a consumer assignment has a null topic name", at)
+        start = take(size, "topic name")
+        try:
+            topic = data[start:pos].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("a consumer assignment's topic name is not UTF-8",
+                                start) from None
+        n = count(f"partition count of {topic!r}", 4)
+        start = take(4 * n, f"partitions of {topic!r}")
+        partitions.append((topic, list(struct.unpack_from(f">{n}i", data, start))))
+    at = take(4, "user data length")
+    (size,) = _INT32.unpack_from(data, at)
+    if size < -1:
+        raise ProtocolError(f"a consumer assignment's user data has length {size}", at)
+    user_data = None
+    if size != -1:
+        start = take(size, "user data")
+        user_data = data[start:pos]
+    return ConsumerAssignment(version, partitions, user_data)
 
 
 def decode_key(data):
