@@ -44,9 +44,9 @@ from kraftcore.raft import rpc
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC
 from kraftcore.types import ZERO_UUID
 
-__all__ = ["AdminClient", "Controllers", "quorum_leader", "quorum_summary", "config_doc",
-           "address_text", "TIMEOUT_MS_DEFAULT", "CONFIG_SOURCE_NAMES",
-           "SOURCE_TOPIC", "SOURCE_DYNAMIC_DEFAULT_BROKER", "SOURCE_DEFAULT"]
+__all__ = ["AdminClient", "AdminConnections", "Controllers", "quorum_leader", "quorum_summary", "config_doc",
+           "address_text", "error_text", "metadata_request", "TIMEOUT_MS_DEFAULT",
+           "CONFIG_SOURCE_NAMES", "SOURCE_TOPIC", "SOURCE_DYNAMIC_DEFAULT_BROKER", "SOURCE_DEFAULT"]
 
 TIMEOUT_MS_DEFAULT = 30_000
 # Pause before asking again when no active controller is known (an election in progress).
@@ -69,7 +69,8 @@ def address_text(address):
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _error(code, message=None):
+def error_text(code, message=None):
+    """A Kafka error as `NAME (code)`, followed by `: message` when there is one."""
     text = f"{error_name(code)} ({code})"
     return f"{text}: {message}" if message else text
 
@@ -106,15 +107,14 @@ class Controllers:
         self.controllers = controllers  # {id: (host, port)}
 
 
-class AdminClient:
-    """An admin client bootstrapped at `bootstrap` (host, port); see the module docstring.
-    Close it (`close`, or `async with`) to close its connections."""
+class AdminConnections:
+    """The connections of an admin client: one per address it talks to, opened on first
+    use with versions negotiated (ApiVersions), `timeout_ms` bounding each connect and
+    request, closed with the client (`close`, or `async with`)."""
 
-    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT):
-        self.bootstrap = tuple(bootstrap)
+    def __init__(self, timeout_ms=TIMEOUT_MS_DEFAULT):
         self.timeout_ms = timeout_ms
         self._conns = {}
-        self._read_address = None
 
     async def __aenter__(self):
         return self
@@ -127,7 +127,9 @@ class AdminClient:
         for conn in conns:
             await conn.close()
 
-    # ------------------------------------------------------------------ routing
+    def check_listener(self, conn, address):
+        """Called with each new connection before it is used: raise to refuse a listener
+        of the wrong kind (the connection is then closed)."""
 
     async def _conn(self, address):
         conn = self._conns.get(address)
@@ -135,15 +137,33 @@ class AdminClient:
             conn = await Connection.open(
                 *address, client_id=CLIENT_ID, connect_timeout_ms=self.timeout_ms,
                 request_timeout_ms=self.timeout_ms, negotiate_versions=True)
-            if _is_broker_listener(conn.api_versions):
+            try:
+                self.check_listener(conn, address)
+            except BaseException:
                 await conn.close()
-                raise AdminError(
-                    f"{address_text(address)} is a broker's listener, not a controller's: "
-                    "give a controller's address (a port of controller.quorum.voters; "
-                    "`kraftcore cluster up` prints them), as Kafka's tools take with "
-                    "--bootstrap-controller")
+                raise
             self._conns[address] = conn
         return conn
+
+
+class AdminClient(AdminConnections):
+    """An admin client bootstrapped at `bootstrap` (host, port); see the module docstring.
+    Close it (`close`, or `async with`) to close its connections."""
+
+    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT):
+        super().__init__(timeout_ms)
+        self.bootstrap = tuple(bootstrap)
+        self._read_address = None
+
+    # ------------------------------------------------------------------ routing
+
+    def check_listener(self, conn, address):
+        if _is_broker_listener(conn.api_versions):
+            raise AdminError(
+                f"{address_text(address)} is a broker's listener, not a controller's: "
+                "give a controller's address (a port of controller.quorum.voters; "
+                "`kraftcore cluster up` prints them), as Kafka's tools take with "
+                "--bootstrap-controller")
 
     async def send(self, address, request_cls, build):
         """Send `build(version)` at the highest version both sides know."""
@@ -164,7 +184,7 @@ class AdminClient:
                             version)
         if r.error_code:
             raise AdminError(f"{address_text(address)} refused DescribeCluster: "
-                             f"{_error(r.error_code, r.error_message)}")
+                             f"{error_text(r.error_code, r.error_message)}")
         return Controllers(r.cluster_id, r.controller_id,
                            {b.broker_id: (b.host, b.port) for b in r.brokers})
 
@@ -252,7 +272,7 @@ class AdminClient:
                                        _describe_quorum_request)
             if response.error_code:
                 raise AdminError(f"{address_text(address)} refused DescribeQuorum: "
-                                 f"{_error(response.error_code, response.error_message)}")
+                                 f"{error_text(response.error_code, response.error_message)}")
             part = _quorum_partition(response)
             if part is None:
                 raise AdminError(f"{address_text(address)} answered DescribeQuorum without "
@@ -260,7 +280,7 @@ class AdminClient:
             if part.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 if part.error_code:
                     raise AdminError(f"{address_text(address)} refused DescribeQuorum: "
-                                     f"{_error(part.error_code, part.error_message)}")
+                                     f"{error_text(part.error_code, part.error_message)}")
                 return response, part
             leader = part.leader_id if part.leader_id >= 0 else cluster.controller_id
             if leader < 0:
@@ -289,14 +309,14 @@ class AdminClient:
     # ------------------------------------------------------------------ topics
 
     async def _topics_metadata(self, names):
-        response = await self.read(m.MetadataRequest, _metadata_request(names))
+        response = await self.read(m.MetadataRequest, metadata_request(names))
         found = []
         for topic in response.topics:
             if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 raise AdminError(f"topic {topic.name!r} does not exist")
             if topic.error_code:
                 raise AdminError(f"cannot describe topic {topic.name!r}: "
-                                 f"{_error(topic.error_code)}")
+                                 f"{error_text(topic.error_code)}")
             found.append(topic)
         return response, sorted(found, key=lambda t: t.name)
 
@@ -355,10 +375,10 @@ class AdminClient:
         described = await self.read(m.DescribeClusterRequest, describe)
         if described.error_code:
             raise AdminError(f"DescribeCluster was refused: "
-                             f"{_error(described.error_code, described.error_message)}")
+                             f"{error_text(described.error_code, described.error_message)}")
         # Before v2 DescribeCluster lists only unfenced brokers and says nothing of fencing.
         fenced_known = (described.decoded_version or 0) >= 2
-        metadata = await self.read(m.MetadataRequest, _metadata_request([]))
+        metadata = await self.read(m.MetadataRequest, metadata_request([]))
         active = {b.node_id for b in metadata.brokers}
         brokers = []
         for b in sorted(described.brokers, key=lambda b: b.broker_id):
@@ -433,7 +453,7 @@ def _check_result(result, what, action, topic=None):
         raise AdminError(f"topic {topic!r} does not exist")
     if result.error_code:
         raise AdminError(f"cannot {action} {what}: "
-                         f"{_error(result.error_code, result.error_message)}")
+                         f"{error_text(result.error_code, result.error_message)}")
 
 
 def _resource_text(resource):
@@ -454,7 +474,9 @@ def _topic_of(resource):
     return resource[1] if resource[0] == CONFIG_TOPIC else None
 
 
-def _metadata_request(names):
+def metadata_request(names):
+    """A builder of the Metadata request for topics `names` (None: every topic; []: none,
+    only the brokers) at a given version, never creating a topic."""
     def build(version):
         if names is None:
             topics = [] if version == 0 else None
