@@ -33,7 +33,8 @@ from kraftcore.errors import KraftcoreError
 from kraftcore.metadata.image import CONFIG_BROKER, CONFIG_TOPIC
 
 __all__ = ["COMMANDS", "add_arguments", "run", "CommandError", "parse_address",
-           "format_status", "format_replication", "format_config"]
+           "format_status", "format_replication", "format_config", "table",
+           "run_reporting", "check_timeout"]
 
 COMMANDS = ("quorum", "topics", "brokers", "configs")
 TIMEOUT_MS_DEFAULT = 30_000  # --timeout-ms: the bound of a whole command
@@ -137,10 +138,11 @@ def add_arguments(sub):
 
 # ------------------------------------------------------------------------------ running
 
-def parse_address(text):
-    """HOST:PORT (IPv6 as [ADDR]:PORT) -> (host, port); CommandError (usage) otherwise."""
-    bad = CommandError(f"bad --bootstrap-controller {text!r}: expected HOST:PORT, e.g. "
-                       "127.0.0.1:9093", EXIT_USAGE)
+def parse_address(text, flag="--bootstrap-controller"):
+    """HOST:PORT (IPv6 as [ADDR]:PORT) -> (host, port); CommandError (usage) naming `flag`
+    otherwise."""
+    bad = CommandError(f"bad {flag} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9093",
+                       EXIT_USAGE)
     host, sep, port = str(text).rpartition(":")
     if not sep or not host or not port.isdigit():
         raise bad
@@ -166,11 +168,19 @@ def _parse_pairs(pairs, what):
 
 def run(args):
     """Run the admin command of parsed `args`; returns the exit status."""
-    label = f"kraftcore {args.command} {args.action}"
-    try:
+    def body():
         _check_usage(args)
         address = parse_address(args.bootstrap_controller)
         return asyncio.run(_main(args, address))
+
+    return run_reporting(f"kraftcore {args.command} {args.action}", body)
+
+
+def run_reporting(label, body):
+    """`body()`'s exit status; a `CommandError` it raises is one line on stderr, `label:
+    error: ...`, and its exit code, Ctrl-C `label: interrupted` and 130."""
+    try:
+        return body()
     except CommandError as exc:
         print(f"{label}: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -179,9 +189,14 @@ def run(args):
         return EXIT_INTERRUPTED
 
 
-def _check_usage(args):
+def check_timeout(args):
+    """A CommandError (usage) for a --timeout-ms below 1."""
     if args.timeout_ms < 1:
         raise CommandError(f"--timeout-ms must be >= 1, not {args.timeout_ms}", EXIT_USAGE)
+
+
+def _check_usage(args):
+    check_timeout(args)
     if args.command == "topics" and args.action == "create":
         if args.partitions != -1 and not 1 <= args.partitions <= 0x7FFFFFFF:
             raise CommandError(f"--partitions must be >= 1, not {args.partitions}", EXIT_USAGE)
@@ -236,7 +251,8 @@ def format_status(summary):
     return [f"{label + ':':<{_LABEL_WIDTH}}{value}" for label, value in fields]
 
 
-def _table(header, rows):
+def table(header, rows):
+    """Left-aligned columns two spaces apart, the header first (trailing spaces cut)."""
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
     return ["  ".join(f"{str(x):<{w}}" for x, w in zip(line, widths)).rstrip()
             for line in [header, *rows]]
@@ -253,7 +269,7 @@ def format_replication(summary, now_ms=None):
     rows = [[r["node_id"], r["directory_id"] or "-", r["log_end_offset"], r["lag"],
              when(r["last_fetch_timestamp"]), when(r["last_caught_up_timestamp"]), r["status"]]
             for r in summary["replicas"]]
-    return _table(header, rows)
+    return table(header, rows)
 
 
 async def _quorum_describe(admin, args):
@@ -318,7 +334,7 @@ async def _brokers_list(admin, args):
     brokers = await admin.list_brokers()
     if args.json:
         return [json.dumps({"brokers": brokers})]
-    return _table(["ID", "STATE", "EPOCH", "ENDPOINTS", "RACK"],
+    return table(["ID", "STATE", "EPOCH", "ENDPOINTS", "RACK"],
                   [[b["id"], b["state"], "-" if b["epoch"] is None else b["epoch"],
                     ",".join(b["endpoints"]), b["rack"] or "-"] for b in brokers])
 

@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     ("start", ("start",)),
     ("cluster", ("cluster",)),
     ("admin", ("quorum", "topics", "brokers", "configs")),
+    ("groups", ("groups",)),
     ("metadata_watch", ("metadata",)),
 )
 
