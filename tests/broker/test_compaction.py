@@ -11,7 +11,10 @@ from kraftcore.broker.partition import PartitionError
 from kraftcore.log import cleaner
 from kraftcore.protocol.error_codes import ErrorCode as E
 
-from tests.apis.helpers import call, create_topics
+from kraftcore.metadata.image import CONFIG_TOPIC
+from tests.apis.helpers import alter_configs, call, create_topics
+
+SET = 0  # IncrementalAlterConfigs' SET operation
 from tests.broker.test_replicas import LAG_MS, Cluster
 
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "1024",
@@ -118,3 +121,20 @@ def test_a_compact_only_topic_keeps_its_segments_whatever_their_age(cluster):
     cluster.sync()
     log = leader_of(cluster, "both").get("both", 0).log
     assert log.config.compact and log.config.retention_ms == 5000
+
+
+def test_a_topic_made_compacted_while_its_logs_are_open_is_cleaned_too(cluster):
+    """Its logs were opened strict: from the image that makes the topic compacted on, they
+    take a compacted leader's gaps and are cleaned (retention waits for a reopen)."""
+    produce(cluster, [b"k"], [b"v"], topic="plain")
+    before = leader_of(cluster, "plain").get("plain", 0).log
+    assert not before.compacted
+    call(cluster.facade, alter_configs(
+        (CONFIG_TOPIC, "plain", [("cleanup.policy", SET, "compact")])), 1)
+    cluster.sync()
+    for broker in cluster.brokers.values():
+        partition = broker.get("plain", 0)
+        assert partition.compacted and partition.log.compacted
+        assert partition in [p for p, _, _ in broker.compacted_partitions()]
+    with pytest.raises(PartitionError):
+        produce(cluster, None, [b"no key"], topic="plain")

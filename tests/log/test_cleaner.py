@@ -40,6 +40,22 @@ def kernels(request, monkeypatch):
     return impl
 
 
+def commit(log):
+    """Roll (every record leaves the active segment) and commit everything."""
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+
+
+def filled(path, count, key=lambda i: b"k"):
+    """A compacted log of `count` one-record batches (value b"v<i>", key `key(i)`), none in
+    the active segment, all committed."""
+    log = Log.open(path, **SETTINGS)
+    for i in range(count):
+        log.append([b"v%d" % i], keys=[key(i)])
+    commit(log)
+    return log
+
+
 def records_of(log, start=None):
     """[(offset, key, value, timestamp)] of every record from `start` (the log start) on."""
     out = []
@@ -153,8 +169,7 @@ def test_a_clean_keeps_the_last_record_of_each_key_with_its_offset(
         # more records, then a clean past the delete horizon: the tombstones the first
         # clean kept below its end go (unless a later record of their key took their place)
         more = append_all(log, second, 2000)
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         result = cleaner.clean(log, 5000 + RETENTION_MS, CleanerConfig(
             delete_retention_ms=RETENTION_MS), force=True)
         end2 = result.end_offset
@@ -171,8 +186,7 @@ def test_keys_superseded_and_tombstones_expire_across_cleans(tmp_path):
         for i in range(40):
             log.append([b"v%d" % i], keys=[b"k%d" % (i % 4)], timestamp=i)
         log.append([None], keys=[b"k1"], timestamp=100)  # a tombstone for k1
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         before = log.size_bytes
         result = cleaner.clean(log, 10_000)  # dirty ratio 1 > 0.5: worth it
         assert result is not None and result.bytes_after < result.bytes_before
@@ -182,8 +196,7 @@ def test_keys_superseded_and_tombstones_expire_across_cleans(tmp_path):
         # nothing new to clean: not worth it, and the tombstone stays before its horizon
         assert cleaner.clean(log, 10_000) is None
         log.append([b"x"], keys=[b"k9"], timestamp=200)
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         # (a little dirt, but the next clean that runs removes the expired tombstone)
         result = cleaner.clean(log, 10_000 + cleaner.DELETE_RETENTION_MS_DEFAULT, force=True)
         assert result.tombstones_removed == 1
@@ -203,8 +216,7 @@ def test_an_idempotent_producers_last_batch_stays_empty(tmp_path):
         log.append([b"late"], keys=[b"k"])
         log.append([b"later"], keys=[b"j"])
         log.append([b"filler"], keys=[b"f"])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         producer_last = produced[-1] + 1
         cleaner.clean(log, 0, force=True, producer_last_offsets={producer_last})
         batches = batches_of(log)
@@ -220,8 +232,7 @@ def test_the_last_batch_of_a_group_stays_so_segments_keep_their_offsets(tmp_path
     with log:
         for i in range(30):
             log.append([b"x" * 30], keys=[b"same"])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         bases = log.segment_base_offsets
         cleaner.clean(log, 0, force=True)
         check_tiling(log)
@@ -257,8 +268,7 @@ def test_min_compaction_lag_leaves_recent_segments_dirty(tmp_path):
         log.roll()
         for i in range(10):
             log.append([b"new%d" % i], keys=[b"k"], timestamp=9000)
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         config = CleanerConfig(min_compaction_lag_ms=5000)
         state = cleaner.cleanable(log.clean_state(), 10_000, config)
         assert state.first_uncleanable_offset == 10
@@ -268,16 +278,10 @@ def test_min_compaction_lag_leaves_recent_segments_dirty(tmp_path):
 
 
 def test_a_log_below_the_dirty_ratio_is_left_alone(tmp_path):
-    log = Log.open(tmp_path, **SETTINGS)
-    with log:
-        for i in range(30):
-            log.append([b"v%d" % i], keys=[b"k%d" % i])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+    with filled(tmp_path, 30, lambda i: b"k%d" % i) as log:
         cleaner.clean(log, 0)  # everything dirty: cleaned
         log.append([b"one more"], keys=[b"z"])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         state = cleaner.cleanable(log.clean_state(), 0, CleanerConfig())
         assert 0 < state.dirty_ratio < 0.5 and not state.worth_cleaning(CleanerConfig())
         assert cleaner.clean(log, 0) is None
@@ -292,8 +296,7 @@ def test_a_small_offset_map_cleans_in_several_rounds(tmp_path):
         for i in range(120):
             key = b"k%d" % rng.randrange(30)
             records.append((log.append([b"v%d" % i], keys=[key]), key))
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        commit(log)
         config = CleanerConfig(offset_map_bytes=6 * (120 + 3))  # about six keys a round
         ends = []
         while True:
@@ -307,12 +310,7 @@ def test_a_small_offset_map_cleans_in_several_rounds(tmp_path):
 
 
 def test_a_corrupt_batch_in_the_dirty_range_stops_the_clean_and_changes_nothing(tmp_path):
-    log = Log.open(tmp_path, **SETTINGS)
-    with log:
-        for i in range(30):
-            log.append([b"v%d" % i], keys=[b"k"])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+    with filled(tmp_path, 30) as log:
         victim = os.path.join(log.path, f"{log.segment_base_offsets[1]:020d}.log")
         with open(victim, "r+b") as f:
             f.seek(70)  # inside the first batch's records: the CRC no longer matches
@@ -331,11 +329,7 @@ def test_a_corrupt_batch_in_the_dirty_range_stops_the_clean_and_changes_nothing(
 
 
 def test_a_close_aborts_a_clean_in_progress_and_waits_for_it(tmp_path):
-    log = Log.open(tmp_path, **SETTINGS)
-    for i in range(30):
-        log.append([b"v%d" % i], keys=[b"k"])
-    log.roll()
-    log.update_high_watermark(log.log_end_offset)
+    log = filled(tmp_path, 30)
     steps = []
 
     def on_group(step):
@@ -355,12 +349,7 @@ def test_a_close_aborts_a_clean_in_progress_and_waits_for_it(tmp_path):
 
 
 def test_a_truncation_aborts_the_clean_of_the_segments_it_changes(tmp_path):
-    log = Log.open(tmp_path, **SETTINGS)
-    with log:
-        for i in range(30):
-            log.append([b"v%d" % i], keys=[b"k%d" % (i % 3)])
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+    with filled(tmp_path, 30, lambda i: b"k%d" % (i % 3)) as log:
         session = log.begin_clean()
         log.end_clean(session)
         # a session that a truncation aborted refuses to swap anything
@@ -408,11 +397,7 @@ def test_a_compacted_follower_takes_batches_past_gaps_and_only_forward(tmp_path)
 
 
 def test_a_cleaned_log_opens_with_its_gaps_when_its_topic_is_no_longer_compacted(tmp_path):
-    log = Log.open(tmp_path, **SETTINGS)
-    for i in range(30):
-        log.append([b"v%d" % i], keys=[b"k%d" % (i % 2)])
-    log.roll()
-    log.update_high_watermark(log.log_end_offset)
+    log = filled(tmp_path, 30, lambda i: b"k%d" % (i % 2))
     cleaner.clean(log, 0, force=True)
     kept = records_of(log)
     log.close()

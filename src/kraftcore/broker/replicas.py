@@ -228,6 +228,8 @@ class ReplicaManager:
                     self.by_name[(topic.name, index)] = partition
                 partition.log_append_time = append_time
                 partition.compacted = compacted
+                if compacted and not partition.log.compacted:
+                    partition.log.mark_compacted()  # became compacted while open
                 role = partition.apply(record, min_isr, now_ms)
                 if role == LEADER:
                     changes.leaders.append(partition)
@@ -381,13 +383,13 @@ class ReplicaManager:
 
     def compacted_partitions(self):
         """[(partition, CleanerConfig settings, producers' last offsets)] of the hosted
-        partitions the log cleaner cleans: compacted now (cleanup.policy) and opened as
-        compacted (a policy change reaches a log when it opens again), log open."""
+        partitions the log cleaner cleans: those whose topic is compacted now
+        (cleanup.policy), log open."""
         out = []
         base = dict(self.config.cleaner_settings)
         for partition in self.partitions.values():
             log = partition.log
-            if partition.compacted and log.config.compact and not log.closed:
+            if partition.compacted and log.compacted and not log.closed:
                 out.append((partition,
                             topic_configs.cleaner_settings(self._topic_values(partition.topic),
                                                            base),

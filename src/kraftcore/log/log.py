@@ -1246,6 +1246,19 @@ class Log:
         return self._cleaner_offset
 
     @property
+    def compacted(self):
+        """Whether the log is read as compacted: its offsets may jump forward between
+        batches (`LogConfig.compact`, a cleaner offset, or `mark_compacted`)."""
+        return self._gaps
+
+    def mark_compacted(self):
+        """From now on read the log as compacted (its topic became compacted while it was
+        open): a follower takes its leader's cleaned batches, and it may be cleaned. A log
+        is never made strict again while open."""
+        with self._lock:
+            self._gaps = True
+
+    @property
     def cleaning(self):
         """Whether a clean is in progress (`begin_clean` .. `end_clean`)."""
         return self._clean is not None
