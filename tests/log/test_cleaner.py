@@ -413,3 +413,21 @@ def test_bad_settings_are_refused():
                    dict(min_compaction_lag_ms=True), dict(offset_map_bytes=0)):
         with pytest.raises(ConfigError):
             CleanerConfig(**kwargs)
+
+
+def test_a_sendfile_region_taken_before_a_swap_still_holds_its_batches(tmp_path):
+    """A fetch answered with a `FileRegion` of a segment (sendfile) goes out whole after the
+    clean swapped that segment out and removed its file; reads after the swap see the new
+    segment."""
+    with filled(tmp_path, 30) as log:
+        before = records_of(log)
+        region = log.read(0, 1 << 20, region_bytes_min=0).records
+        try:
+            cleaner.clean(log, 0, force=True)
+            assert not os.path.exists(os.path.join(log.path, f"{0:020d}.log.deleted"))
+            old = [(r.offset, r.value) for b in codec.decode_batches(region.read())
+                   for r in b.records]
+            assert old == [(o, v) for o, _, v, _ in before][:len(old)] and old
+        finally:
+            region.close()
+        assert [o for o, _, _, _ in records_of(log)] == [29]
