@@ -431,3 +431,16 @@ def test_a_sendfile_region_taken_before_a_swap_still_holds_its_batches(tmp_path)
         finally:
             region.close()
         assert [o for o, _, _, _ in records_of(log)] == [29]
+
+
+def test_nothing_at_or_past_the_high_watermark_is_cleaned(tmp_path):
+    """A high watermark inside a batch: the clean ends before that batch, which stays with
+    everything after it."""
+    with Log.open(tmp_path, **SETTINGS) as log:
+        for i in range(12):
+            log.append([b"a%d" % i, b"b%d" % i], keys=[b"a", b"b"])
+        commit(log)
+        log.update_high_watermark(15)  # inside the batch of offsets 14 and 15
+        result = cleaner.clean(log, 0, force=True)
+        assert result.end_offset == 14
+        assert [o for o, _, _, _ in records_of(log)] == [12, 13] + list(range(14, 24))

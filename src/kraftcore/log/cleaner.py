@@ -308,8 +308,8 @@ def _build_offset_map(log, session, offered, config, stats):
             for batch, _ in chunk:
                 if batch.last_offset < first:
                     continue
-                if batch.base_offset >= stop:
-                    full = True  # past the range: this segment ends the map
+                if batch.next_offset > stop:
+                    full = True  # it ends past the range: the map ends before it
                     break
                 if not batch.is_control:
                     keys = [r.key for r in batch.records
