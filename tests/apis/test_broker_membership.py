@@ -19,8 +19,9 @@ from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode as E
 
 from tests.apis.helpers import call, create_topics
-from tests.apis.test_broker_data import answer_async
-from tests.apis.test_broker_groups import (A, B, ELSEWHERE, GroupFacade, commit, commit_codes,
+from tests.apis.test_broker_data import FETCH_V, answer_async, fetch
+from tests.apis.test_broker_groups import (A, B, ELSEWHERE, REPLICATED, SLOW, GroupFacade, commit,
+                                           commit_codes,
                                            create_offsets_topic, group_on)
 
 MISSING = group_on(0, "missing")  # coordinated by broker 1, never used
@@ -544,3 +545,83 @@ def test_groups_that_never_had_a_member_are_forgotten(broker):
     broker.advance(SESSION_MS)
     listed = run(answer_async(broker, m.ListGroupsRequest(), 4))
     assert listed.groups == [] and broker.groups.shards[0].groups == {}
+
+
+def test_the_assignment_is_answered_once_the_followers_have_the_groups_record(cluster, tmp_path):
+    """With followers on the offsets partition, the SyncGroups wait until the high watermark
+    passes the group's record (the runtime hands each high watermark move to the
+    coordinator, as `ReplicaManager.watch` does here)."""
+    facade, _ = cluster
+    create_offsets_topic(facade, REPLICATED)
+    b = MemberFacade(facade, 1, tmp_path / "b1")
+    b.sync()
+    b.replicas.watch(lambda p: b.groups.on_partition_change(p, b.now))
+    try:
+        async def scenario():
+            answers = await join_all(b, SLOW, 2)
+            leader = answers[0].leader
+            generation = answers[0].generation_id
+            syncs = [asyncio.ensure_future(answer_async(b, sync(
+                SLOW, generation, a.member_id,
+                {x.member_id: b"p" for x in answers} if a.member_id == leader else None), 5))
+                for a in answers]
+            await settle()
+            assert not any(s.done() for s in syncs)
+            for follower in (2, 3):
+                await answer_async(b, fetch(OFFSETS_TOPIC, 1, 0, replica_id=follower), FETCH_V)
+            await settle()
+            assert not any(s.done() for s in syncs)  # fetched, not yet acknowledged
+            for follower in (2, 3):
+                await answer_async(b, fetch(OFFSETS_TOPIC, 1, 1, replica_id=follower), FETCH_V)
+            return [s.error_code for s in await asyncio.gather(*syncs)]
+
+        assert run(scenario()) == [0, 0]
+    finally:
+        b.replicas.close()
+
+
+def test_a_new_generations_assignment_is_stored_while_an_older_store_is_in_flight(
+        cluster, tmp_path):
+    """The leader of generation 1 syncs and its store waits for the followers; a member
+    joins meanwhile, and the leader of generation 2 syncs before that store is committed:
+    generation 2's assignment is stored too, and its members are answered once the
+    followers have it."""
+    facade, _ = cluster
+    create_offsets_topic(facade, REPLICATED)
+    b = MemberFacade(facade, 1, tmp_path / "b1")
+    b.sync()
+    b.replicas.watch(lambda p: b.groups.on_partition_change(p, b.now))
+    try:
+        async def replicate():
+            end = b.replicas.get(OFFSETS_TOPIC, 1).log_end_offset
+            for follower in (2, 3):
+                await answer_async(b, fetch(OFFSETS_TOPIC, 1, end, replica_id=follower),
+                                   FETCH_V)
+
+        async def scenario():
+            await replicate()
+            (first,) = await join_all(b, SLOW, 1)
+            mid = first.member_id
+            stored_1 = asyncio.ensure_future(answer_async(b, sync(
+                SLOW, first.generation_id, mid, {mid: b"all"}), 5))
+            await settle()
+            assert not stored_1.done()
+            newcomer = await answer_async(b, join(SLOW), 9)
+            second = asyncio.ensure_future(answer_async(b, join(SLOW, newcomer.member_id), 9))
+            assert (await stored_1).error_code == E.REBALANCE_IN_PROGRESS
+            again = await answer_async(b, join(SLOW, mid), 9)
+            other = await second
+            assert again.generation_id == other.generation_id == first.generation_id + 1
+            plan = {mid: b"half-1", other.member_id: b"half-2"}
+            syncs = [asyncio.ensure_future(answer_async(b, sync(
+                SLOW, again.generation_id, x, plan if x == again.leader else None), 5))
+                for x in (mid, other.member_id)]
+            await settle()
+            assert not any(s.done() for s in syncs)
+            await replicate()
+            await replicate()
+            return [(s.error_code, s.assignment) for s in await asyncio.gather(*syncs)]
+
+        assert run(scenario()) == [(0, b"half-1"), (0, b"half-2")]
+    finally:
+        b.replicas.close()

@@ -155,7 +155,7 @@ class ClassicGroup:
         self.initial_delay_left_ms = 0
         self.new_member_added = False
         self.sync_deadline_ms = None
-        self.storing = False  # the leader's assignment is being stored
+        self.storing = None  # the generation whose assignment is being stored
 
     # ------------------------------------------------------------------ views
 
@@ -454,15 +454,17 @@ class ClassicGroup:
         _respond(member.on_sync, SyncResult(_E.REBALANCE_IN_PROGRESS))
         member.on_sync = respond
         member.synced_generation = generation
-        if member_id == self.leader_id and not self.storing:
+        if member_id == self.leader_id and self.storing != generation:
             for m in self.members.values():
                 m.assignment = bytes(assignments.get(m.member_id, b""))
-            self.storing = True
+            self.storing = generation
             self.store(self, lambda code, now, g=generation: self._stored(g, code, now), now_ms)
 
     def _stored(self, generation, code, now_ms):
-        """The leader's assignment of `generation` was stored (code 0) or not."""
-        self.storing = False
+        """The leader's assignment of `generation` was stored (code 0) or not (the store of
+        an older generation changes nothing)."""
+        if self.storing == generation:
+            self.storing = None
         if self.state != COMPLETING or generation != self.generation:
             return
         if code:
