@@ -432,6 +432,7 @@ class GroupCoordinator:
     def join(self, req, now_ms, respond):
         """A JoinGroup (`req` a `JoinRequest`): `respond(JoinResult)` is called once, now
         or when the group's rebalance completes."""
+        self._run_due(now_ms)
         try:
             shard = self.shard_for(req.group_id)
         except GroupError as exc:
@@ -453,6 +454,7 @@ class GroupCoordinator:
              protocol_name, assignments, now_ms, respond):
         """A SyncGroup: `respond(SyncResult)` is called once, now or when the leader's
         assignment is stored."""
+        self._run_due(now_ms)
         try:
             shard = self.shard_for(group_id)
         except GroupError as exc:
@@ -466,6 +468,7 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id, generation, member_id, instance_id, now_ms):
         """A Heartbeat's error code."""
+        self._run_due(now_ms)
         try:
             shard = self.shard_for(group_id)
         except GroupError as exc:
@@ -483,6 +486,7 @@ class GroupCoordinator:
     def leave(self, group_id, members, now_ms):
         """A LeaveGroup of `members` [(member id, instance id)]: (group error code,
         [member error codes])."""
+        self._run_due(now_ms)
         try:
             shard = self.shard_for(group_id)
         except GroupError as exc:
@@ -511,6 +515,14 @@ class GroupCoordinator:
         if known is None or deadline < known:
             self._timed[key] = deadline
             heapq.heappush(self._timers, (deadline, shard.index, group.group_id))
+
+    def _run_due(self, now_ms):
+        """Act on the deadlines that passed before a membership request is handled, as
+        exact timers would have (`tick` runs every few tens of ms): a member whose heartbeat
+        comes just after another member's session ended learns of the rebalance now, not
+        one heartbeat interval later."""
+        if self._timers and self._timers[0][0] <= now_ms:
+            self.tick(now_ms)
 
     def tick(self, now_ms):
         """Act on the deadlines that passed by `now_ms`: session timeouts, rebalance and
