@@ -1569,6 +1569,8 @@ class Log:
             if self._closed:
                 return
             self._stop_clean("the log is closing")
+            if self._closed:  # closed by another thread while this one waited
+                return
             try:
                 with self._sync_lock:
                     durable = self._failed is None  # also after a sync that failed meanwhile
