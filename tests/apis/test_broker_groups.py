@@ -49,6 +49,8 @@ class GroupFacade(DataFacade):
         self.groups = GroupCoordinator(broker_id, GroupConfig(
             offsets_partitions=OFFSETS_PARTITIONS, commit_timeout_ms=commit_timeout_ms))
         self.topic_requests = 0
+        # as the broker's runtime does: each high watermark move reaches the coordinator
+        self.replicas.watch(lambda p: self.groups.on_partition_change(p, self.now))
 
     def ensure_offsets_topic(self):
         self.topic_requests += 1
@@ -297,7 +299,22 @@ def test_a_commit_not_replicated_in_time_is_coordinator_not_available(cluster, t
     create_offsets_topic(facade, REPLICATED)
     broker = GroupFacade(facade, 1, tmp_path / "b1", commit_timeout_ms=50)
     broker.sync()
-    response = answer(broker, commit(SLOW, {("orders", 0): (8, -1, "")}), 8)
+
+    async def scenario():
+        waiting = asyncio.ensure_future(
+            answer_async(broker, commit(SLOW, {("orders", 0): (8, -1, "")}), 8))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        broker.now += 49
+        broker.groups.tick(broker.now)  # the broker's timer: not yet
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        broker.now += 1
+        broker.groups.tick(broker.now)
+        return await asyncio.wait_for(waiting, 10)
+
+    response = asyncio.run(scenario())
     assert commit_codes(response) == {("orders", 0): E.COORDINATOR_NOT_AVAILABLE}
     broker.replicas.close()
 
@@ -440,7 +457,10 @@ def test_a_new_coordinator_loads_the_groups_from_the_log(broker):
 def test_records_above_the_high_watermark_count_once_it_passes_them(replicated):
     broker = replicated
     partition = broker.replicas.get(OFFSETS_TOPIC, 1)
-    broker.groups.commit(SLOW, [("orders", 0, OffsetAndMetadata(4))], broker.now)
+    answers = []
+    broker.groups.commit(SLOW, [("orders", 0, OffsetAndMetadata(4))], broker.now,
+                         lambda code, _: answers.append(code))
+    assert answers == []  # appended; the followers have not fetched it
     fresh = GroupCoordinator(1, broker.groups.config)
     fresh.on_role_changes(RoleChanges([partition], [], [], []))
     while fresh.load_step(1 << 20):
@@ -448,7 +468,7 @@ def test_records_above_the_high_watermark_count_once_it_passes_them(replicated):
     assert fresh.committed(SLOW) == {}  # in the log, above the high watermark
     for follower in (2, 3):
         answer(broker, fetch(OFFSETS_TOPIC, 1, 1, replica_id=follower), FETCH_V)
-    assert partition.high_watermark == 1
+    assert partition.high_watermark == 1 and answers == [0]
     assert fresh.committed(SLOW)[("orders", 0)].offset == 4
 
 

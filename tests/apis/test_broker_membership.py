@@ -555,7 +555,6 @@ def test_the_assignment_is_answered_once_the_followers_have_the_groups_record(cl
     create_offsets_topic(facade, REPLICATED)
     b = MemberFacade(facade, 1, tmp_path / "b1")
     b.sync()
-    b.replicas.watch(lambda p: b.groups.on_partition_change(p, b.now))
     try:
         async def scenario():
             answers = await join_all(b, SLOW, 2)
@@ -590,7 +589,6 @@ def test_a_new_generations_assignment_is_stored_while_an_older_store_is_in_fligh
     create_offsets_topic(facade, REPLICATED)
     b = MemberFacade(facade, 1, tmp_path / "b1")
     b.sync()
-    b.replicas.watch(lambda p: b.groups.on_partition_change(p, b.now))
     try:
         async def replicate():
             end = b.replicas.get(OFFSETS_TOPIC, 1).log_end_offset

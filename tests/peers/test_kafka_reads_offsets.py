@@ -60,7 +60,9 @@ def write_offsets_partition(directory):
             ("console-consumer-1", [("orders", 0, OffsetAndMetadata(42, 7, "meta", NOW)),
                                     ("orders", 1, OffsetAndMetadata(5, -1, "", NOW, NOW + 60_000))]),
             ("grüße", [("orders", 2, OffsetAndMetadata(9, 1, "ü", NOW + 1, topic_id=TOPIC_ID))])):
-        coordinator.commit(group, offsets, NOW)
+        answers = []
+        coordinator.commit(group, offsets, NOW, lambda code, _: answers.append(code))
+        assert answers == [0]  # no followers: durable once written
         written += [((group, topic, index), value) for topic, index, value in offsets]
     key, _ = offset_commit_record("console-consumer-1", "orders", 1, OffsetAndMetadata(0))
     partition.append_as_leader(codec.encode_batch([None], keys=[key], timestamp=NOW + 2), -1)

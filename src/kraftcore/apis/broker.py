@@ -618,11 +618,20 @@ async def _commit(facade, version, body, accepted):
         writes.append((slot, topic.name, p.partition_index, value))
     if not writes:
         return None
+    future = asyncio.get_running_loop().create_future()
+
+    def done(code, _):
+        if not future.done():
+            future.set_result(code)
+
     try:
-        partition, end = groups.commit(group, [w[1:] for w in writes], now)
+        groups.commit(group, [w[1:] for w in writes], now, done)
     except GroupError as exc:
         return fail(exc.code, writes)
-    code = await _written(facade, partition, end)
+    # NOT_COORDINATOR when leadership moved; COORDINATOR_NOT_AVAILABLE when the ISR did not
+    # take it within offsets.commit.timeout.ms (the coordinator's timer: Kafka's timeout,
+    # REQUEST_TIMED_OUT, reaches the committer so)
+    code = await future
     return fail(code, writes) if code else None
 
 

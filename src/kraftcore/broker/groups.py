@@ -196,7 +196,7 @@ class _Shard:
     """The groups of one offsets partition this broker leads."""
 
     __slots__ = ("partition", "epoch", "state", "load_offset", "load_end", "committed",
-                 "pending", "records_loaded", "groups", "writes")
+                 "pending", "records_loaded", "groups", "writes", "staged")
 
     def __init__(self, partition):
         self.partition = partition
@@ -208,7 +208,9 @@ class _Shard:
         self.pending = collections.deque()  # (offset, group, (topic, p), value or None)
         self.records_loaded = 0
         self.groups = {}  # group id -> ClassicGroup (groups that ever had members)
-        self.writes = collections.deque()  # (end offset, deadline, done): stores in flight
+        # (end offset, deadline, done, group or None): appends waiting for the high watermark
+        self.writes = collections.deque()
+        self.staged = []  # (group id, offsets, keys, values, done): commits for the next batch
 
     @property
     def index(self):
@@ -262,10 +264,13 @@ class GroupCoordinator:
     """The groups this broker coordinates (module docstring). `config` is a `GroupConfig`;
     `rng` (a `random.Random`) makes member ids."""
 
-    def __init__(self, broker_id, config=GroupConfig(), rng=None):
+    def __init__(self, broker_id, config=GroupConfig(), rng=None, kick=None, appended=None):
         self.broker_id = broker_id
         self.config = config
         self.rng = rng if rng is not None else random.Random(broker_id)
+        self.kick = kick
+        self.appended = appended
+        self._staged_shards = []
         self.shards = {}  # offsets partition index -> _Shard
         # (partition index, reason) of the latest loads that failed, and how many ever did
         self.load_failures = collections.deque(maxlen=_LOAD_FAILURES_KEPT_MAX)
@@ -304,6 +309,9 @@ class GroupCoordinator:
             group.close(_E.NOT_COORDINATOR)
         while shard.writes:
             _, _, done, _ = shard.writes.popleft()
+            done(_E.NOT_COORDINATOR, 0)
+        staged, shard.staged = shard.staged, []
+        for *_, done, _ in staged:
             done(_E.NOT_COORDINATOR, 0)
 
     @property
@@ -544,7 +552,8 @@ class GroupCoordinator:
             while writes and writes[0][1] <= now_ms:
                 _, _, done, group = writes.popleft()
                 done(_E.COORDINATOR_NOT_AVAILABLE, now_ms)
-                self._settle(shard, group)
+                if group is not None:
+                    self._settle(shard, group)
 
     def _settle(self, shard, group):
         """After a change of `group`: its next deadline is timed; a group that never had a
@@ -565,10 +574,12 @@ class GroupCoordinator:
             return
         hw = partition.high_watermark
         writes = shard.writes
+        shard.catch_up()
         while writes and writes[0][0] <= hw:
             _, _, done, group = writes.popleft()
             done(0, now_ms)
-            self._schedule(shard, group)
+            if group is not None:
+                self._schedule(shard, group)
 
     def _store(self, group, done, now_ms):
         """Append `group`'s record to its offsets partition; `done(code, now_ms)` once it is
@@ -582,8 +593,7 @@ class GroupCoordinator:
         except GroupError as exc:
             return done(exc.code, now_ms)
         shard.writes.append((end, now_ms + self.config.commit_timeout_ms, done, group))
-        if shard.partition.high_watermark >= end:
-            self.on_partition_change(shard.partition, now_ms)
+        self._appended(shard, now_ms)
 
     def _append(self, shard, keys, values, now_ms):
         """Append one batch of records to `shard`'s partition: the end offset, or raise
@@ -698,21 +708,89 @@ class GroupCoordinator:
             return _E.OFFSET_METADATA_TOO_LARGE
         return None
 
-    def commit(self, group, offsets, now_ms):
-        """Append one batch committing `offsets` ([(topic, partition,
-        OffsetAndMetadata)]) for `group` to its offsets partition (after `validate_commit`).
-        Returns (partition, end offset): the commit is durable once the partition's high
-        watermark reaches the end offset while it still leads in the same epoch
-        (`is_committed`); it never will once `commit_failed`. Raises `GroupError` with the
-        append's refusal as Kafka's coordinator maps it."""
+    def commit(self, group, offsets, now_ms, done):
+        """Commit `offsets` ([(topic, partition, OffsetAndMetadata)]) for `group` (after
+        `validate_commit`): `done(code, now_ms)` is called once, with 0 when the records are
+        durable (the offsets partition's high watermark passed them while it led in the
+        same epoch), else with the error as Kafka's coordinator maps it (NOT_COORDINATOR
+        when leadership moved, COORDINATOR_NOT_AVAILABLE when the ISR did not take them
+        within `offsets.commit.timeout.ms`, the append's refusal). The commits of one
+        offsets partition are gathered and appended as one batch by `flush`, which `kick()`
+        asks the caller to run soon (without a `kick`, at once). Raises `GroupError` like
+        `shard_for`, or when the records could never fit in a batch."""
         shard = self.shard_for(group)
         keys, values = [], []
+        size = BATCH_HEADER_BYTES
         for topic, index, value in offsets:
             key, encoded = offset_commit_record(group, topic, index, value)
             keys.append(key)
             values.append(encoded)
-        return shard.partition, self._write_offsets(shard, group, offsets, keys, values,
-                                                    now_ms)
+            size += len(key) + len(encoded) + _RECORD_OVERHEAD_BYTES_MAX
+        limit = shard.partition.log.config.batch_bytes_max
+        if size > limit:
+            raise GroupError(_E.UNKNOWN_SERVER_ERROR, (
+                f"the offsets of group {group!r} do not fit in one batch of "
+                f"{OFFSETS_TOPIC} ({size} bytes, message.max.bytes {limit})"))
+        if not shard.staged:
+            self._staged_shards.append(shard)
+        shard.staged.append((group, offsets, keys, values, done, size))
+        if self.kick is None:
+            self.flush(now_ms)
+        elif len(self._staged_shards) == 1 and len(shard.staged) == 1:
+            self.kick()
+
+    def flush(self, now_ms):
+        """Append the gathered commits: one batch per offsets partition (more when they
+        exceed a batch), each commit answered when its batch is durable or refused."""
+        shards, self._staged_shards = self._staged_shards, []
+        for shard in shards:
+            staged, shard.staged = shard.staged, []
+            if self.shards.get(shard.index) is not shard or not shard.leads():
+                for *_, done, _ in staged:
+                    done(_E.NOT_COORDINATOR, now_ms)
+                continue
+            limit = shard.partition.log.config.batch_bytes_max
+            chunk, size = [], BATCH_HEADER_BYTES
+            for entry in staged:
+                if chunk and size + entry[5] - BATCH_HEADER_BYTES > limit:
+                    self._append_commits(shard, chunk, now_ms)
+                    chunk, size = [], BATCH_HEADER_BYTES
+                chunk.append(entry)
+                size += entry[5] - BATCH_HEADER_BYTES
+            self._append_commits(shard, chunk, now_ms)
+            self._appended(shard, now_ms)
+
+    def _append_commits(self, shard, chunk, now_ms):
+        keys = [k for entry in chunk for k in entry[2]]
+        values = [v for entry in chunk for v in entry[3]]
+        try:
+            end = self._append(shard, keys, values, now_ms)
+        except GroupError as exc:
+            for *_, done, _ in chunk:
+                done(exc.code, now_ms)
+            return
+        offset = end - len(keys)
+        pending = shard.pending
+        for group, offsets, *_ in chunk:
+            for topic, index, value in offsets:
+                pending.append((offset, group, (topic, index), value))
+                offset += 1
+        dones = [entry[4] for entry in chunk]
+
+        def done_all(code, at_ms):
+            for done in dones:
+                done(code, at_ms)
+
+        shard.writes.append((end, now_ms + self.config.commit_timeout_ms, done_all, None))
+
+    def _appended(self, shard, now_ms):
+        """After appends to `shard`'s partition: the caller's `appended(partition)` (the
+        broker wakes the followers' fetches), and the writes its high watermark passed
+        already (a partition without followers)."""
+        if self.appended is not None:
+            self.appended(shard.partition)
+        if shard.writes and shard.partition.high_watermark >= shard.writes[0][0]:
+            self.on_partition_change(shard.partition, now_ms)
 
     def _write_offsets(self, shard, group, offsets, keys, values, now_ms):
         try:
@@ -724,6 +802,8 @@ class GroupCoordinator:
         for i, (topic, index, value) in enumerate(offsets):
             shard.pending.append((base + i, group, (topic, index), value))
         shard.catch_up()
+        if self.appended is not None:
+            self.appended(shard.partition)
         return end
 
     def is_committed(self, partition, end_offset):

@@ -313,6 +313,11 @@ class ReplicaManager:
         except ValueError:
             pass
 
+    def changed(self, partition):
+        """Tell the watchers `partition` changed: for an append made outside `produce` (the
+        group coordinator's), so a follower's waiting fetch is answered at once."""
+        self._notify(partition)
+
     def _notify(self, partition):
         for callback in list(self._watchers):
             callback(partition)

@@ -5,6 +5,10 @@
   `limits.BROKER_GROUP_LOAD_BYTES_PER_TURN_MAX` of each loading partition per event-loop
   turn, so requests and heartbeats go on in between; each load's end and failure is
   logged.
+* Commits: the OffsetCommits that arrive in one event-loop turn are appended together
+  (`GroupCoordinator.flush`, run at the end of the turn), one batch per offsets partition;
+  every append to an offsets partition wakes its followers' waiting fetches
+  (`ReplicaManager.changed`).
 * Time: every `limits.BROKER_GROUP_TICK_MS` while it coordinates any group, the
   coordinator's `tick` acts on the session, rebalance and sync timeouts that passed; every
   change of an offsets partition's high watermark (`ReplicaManager.watch`) answers the
@@ -44,7 +48,9 @@ class BrokerGroups:
         self.node_id = role.node.node_id
         self.coordinator = GroupCoordinator(
             self.node_id, GroupConfig(**role.node.config.group_settings()),
-            rng=random.Random(os.urandom(16)))
+            rng=random.Random(os.urandom(16)), kick=self._kick,
+            appended=role.replicas.changed)
+        self._flush_scheduled = False
         self._load_scheduled = False
         self._creating = None
         self._failures_logged = 0
@@ -54,6 +60,15 @@ class BrokerGroups:
 
     def _now(self):
         return self.role.node.driver.clock()
+
+    def _kick(self):
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.role.guarded, self._flush)
+
+    def _flush(self):
+        self._flush_scheduled = False
+        self.coordinator.flush(self._now())
 
     def on_role_changes(self, changes):
         for index in self.coordinator.on_role_changes(changes):
