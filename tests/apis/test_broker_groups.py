@@ -11,7 +11,7 @@ import pytest
 
 from kraftcore import codec
 from kraftcore.broker.group_records import (OFFSETS_TOPIC, GroupMetadataValue, OffsetAndMetadata,
-                                            partition_for)
+                                            offset_commit_record, partition_for)
 from kraftcore.broker.groups import (GroupConfig, GroupCoordinator, GroupError,
                                      offsets_topic_request)
 from kraftcore.broker.replicas import RoleChanges
@@ -500,3 +500,51 @@ def test_any_string_is_a_group_id(broker):
             assert got[group] == (0, {("orders", 1): (version, -1, "", 0)})
     got = fetched_offsets(answer(broker, offset_fetch({B: None}, 8), 8), 8)
     assert got[B] == (0, {("orders", 0): (100, -1, "", 0)})
+
+
+@pytest.mark.parametrize("version", [7, 8])
+def test_a_stable_fetch_waits_for_the_groups_written_offsets(cluster, tmp_path, version):
+    """A new coordinator holds a commit above its high watermark (written by the old leader,
+    not yet acknowledged by its followers): a plain OffsetFetch answers the committed past,
+    one with RequireStable (librdkafka's and the Java consumer's) waits until the followers
+    have the commit and answers it; one that cannot get it in time answers
+    UNSTABLE_OFFSET_COMMIT for that partition, which the clients ask again for."""
+    facade, _ = cluster
+    create_offsets_topic(facade, REPLICATED)
+    broker = GroupFacade(facade, 1, tmp_path / "b1", commit_timeout_ms=300)
+    broker.sync()
+    partition = broker.replicas.get(OFFSETS_TOPIC, 1)
+    key, value = offset_commit_record(SLOW, "orders", 0, OffsetAndMetadata(8))
+    partition.append_as_leader(codec.encode_batch([value], keys=[key], timestamp=5), -1)
+    fresh = GroupCoordinator(1, broker.groups.config)
+    fresh.on_role_changes(RoleChanges([partition], [], [], []))
+    while fresh.load_step(1 << 20):
+        pass
+    broker.groups = fresh
+
+    def stable_fetch(version):
+        body = offset_fetch({SLOW: {"orders": [0, 1]}}, version)
+        body.require_stable = True
+        return body
+
+    async def scenario():
+        plain = await answer_async(broker, offset_fetch({SLOW: {"orders": [0]}}, version),
+                                   version)
+        timed_out = await answer_async(broker, stable_fetch(version), version)
+        waiting = asyncio.ensure_future(answer_async(broker, stable_fetch(version), version))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        for follower in (2, 3):
+            await answer_async(broker, fetch(OFFSETS_TOPIC, 1, 1, replica_id=follower),
+                               FETCH_V)
+        return plain, timed_out, await asyncio.wait_for(waiting, 10)
+
+    plain, timed_out, stable = asyncio.run(scenario())
+    key = SLOW if version >= 8 else None
+    assert fetched_offsets(plain, version)[key][1][("orders", 0)][0] == -1
+    assert fetched_offsets(timed_out, version)[key][1] == {
+        ("orders", 0): (-1, -1, "", E.UNSTABLE_OFFSET_COMMIT), ("orders", 1): (-1, -1, "", 0)}
+    got = fetched_offsets(stable, version)[key][1]
+    assert got[("orders", 0)][0] == 8 and got[("orders", 0)][3] == 0
+    broker.replicas.close()

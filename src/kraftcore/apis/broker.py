@@ -635,10 +635,32 @@ async def _commit(facade, version, body, accepted):
     return fail(code, writes) if code else None
 
 
-def _group_offsets(facade, version, group, topics):
+async def _stable(facade, group):
+    """RequireStable (v7+): wait until the group's written offsets are committed (within
+    `offsets.commit.timeout.ms`), as Kafka's coordinator orders such a read after the
+    writes before it; returns the (topic, partition) keys still not committed then."""
+    groups = facade.groups
+    try:
+        pending = groups.pending_offsets(group)
+    except GroupError:
+        return set()  # answered by the read itself
+    if pending is None:
+        return set()
+    partition, end, keys = pending
+    if await _wait_for(facade, [partition],
+                       lambda: groups.is_committed(partition, end) or groups.commit_failed(partition),
+                       groups.config.commit_timeout_ms):
+        return set()
+    return keys
+
+
+async def _group_offsets(facade, version, group, topics, require_stable=False):
     """(group error code, [(request topic or name, [(index, OffsetAndMetadata or None, code)])])
     answering one group of an OffsetFetch: the committed offsets of the partitions asked
-    for (None: not committed, -1 in the answer), or all of them when `topics` is None."""
+    for (None: not committed, -1 in the answer), or all of them when `topics` is None. With
+    `require_stable`, the group's offsets written before are committed first; a partition
+    whose offset still is not is UNSTABLE_OFFSET_COMMIT (the client asks again)."""
+    unstable = await _stable(facade, group) if require_stable else set()
     try:
         offsets = facade.groups.committed(group)
     except GroupError as exc:
@@ -669,7 +691,8 @@ def _group_offsets(facade, version, group, topics):
             name, key = topic.name, t.topic_id
         else:
             name = key = t.name
-        out.append((key, [(i, offsets.get((name, i)), 0) for i in t.partition_indexes]))
+        out.append((key, [(i, None, _E.UNSTABLE_OFFSET_COMMIT) if (name, i) in unstable
+                          else (i, offsets.get((name, i)), 0) for i in t.partition_indexes]))
     return 0, out
 
 
@@ -685,12 +708,15 @@ def _fetched_partition(cls, version, index, value, code):
 
 async def offset_fetch(facade, version, body):
     """The committed offsets of a group (v8+: of several groups, each answered on its own,
-    so one group's error never touches another's)."""
+    so one group's error never touches another's); with RequireStable (v7+, what
+    librdkafka and the Java consumer send) after the group's own writes are committed, so
+    a new coordinator never answers offsets older than ones it holds already."""
     cls = m.OffsetFetchResponse
     if version >= 8:
         answers = []
         for g in body.groups:
-            code, topics = _group_offsets(facade, version, g.group_id, g.topics)
+            code, topics = await _group_offsets(facade, version, g.group_id, g.topics,
+                                                body.require_stable)
             entry = cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=code)
             for key, parts in topics:
                 t = cls.OffsetFetchResponseTopics(partitions=[
@@ -704,7 +730,8 @@ async def offset_fetch(facade, version, body):
             answers.append(entry)
         return cls(throttle_time_ms=0, groups=answers)
     topics = body.topics if version >= 2 else (body.topics or [])
-    code, answer = _group_offsets(facade, version, body.group_id, topics)
+    code, answer = await _group_offsets(facade, version, body.group_id, topics,
+                                        version >= 7 and body.require_stable)
     if code and version < 2:
         # v0-1 have no group-level error: every partition asked for carries it
         answer = [(t.name, [(i, None, code) for i in t.partition_indexes]) for t in topics]

@@ -427,6 +427,18 @@ class GroupCoordinator:
         shard.catch_up()
         return shard
 
+    def pending_offsets(self, group):
+        """(partition, end offset, {(topic, partition)}) of `group`'s offset records that
+        are written but not yet committed (above the high watermark), or None when it has
+        none (raises like `shard_for`)."""
+        shard = self.shard_for(group)
+        end, keys = None, set()
+        for offset, g, tp, _ in shard.pending:
+            if g == group:
+                end = offset + 1
+                keys.add(tp)
+        return None if end is None else (shard.partition, end, keys)
+
     def committed(self, group):
         """{(topic, partition): OffsetAndMetadata} of `group` (raises like `shard_for`)."""
         return dict(self.shard_for(group).committed.get(group, {}))
