@@ -44,6 +44,7 @@ coordinator's `store(group, done, now_ms)` callback; `done(error code, now_ms)` 
 import uuid
 from typing import NamedTuple
 
+from kraftcore.broker.group_records import subscription_topics
 from kraftcore.protocol.error_codes import ErrorCode
 
 __all__ = ["ClassicGroup", "Member", "JoinResult", "SyncResult", "EMPTY", "PREPARING",
@@ -131,8 +132,8 @@ def _respond(callback, result):
 
 class ClassicGroup:
     """One classic group (module docstring). `config` is the coordinator's `GroupConfig`;
-    `store(group, done, now_ms)` writes the group's record and calls `done(error code, now_ms)` once
-    it is committed (0) or refused; `observe(group, state before, now_ms)`, when given, is
+    `store(group, done, now_ms)` writes the group's record and calls `done(error code,
+    now_ms)` once it is committed (0) or refused; `observe(group, state before, now_ms)`, when given, is
     called on every change of state."""
 
     def __init__(self, group_id, config, store, rng, now_ms, observe=None):
@@ -159,14 +160,9 @@ class ClassicGroup:
 
     # ------------------------------------------------------------------ views
 
-    @property
-    def is_empty(self):
-        return not self.members
-
     def subscribed_topics(self):
         """The topics the members' consumer-protocol subscriptions name (None when a
         subscription does not decode: treated as subscribing to everything)."""
-        from kraftcore.broker.group_records import subscription_topics
         topics = set()
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return topics
@@ -214,9 +210,7 @@ class ClassicGroup:
         if member is None:
             raise GroupRuleError(_E.UNKNOWN_MEMBER_ID, (
                 f"{member_id!r} is not a member of group {self.group_id!r}"))
-        if member.instance_id is not None and instance_id is None:
-            pass  # a static member that does not say its instance id: Kafka accepts it
-        return member
+        return member  # a static member may leave its instance id out, as Kafka accepts
 
     # ------------------------------------------------------------------ join
 
