@@ -623,3 +623,58 @@ def test_a_new_generations_assignment_is_stored_while_an_older_store_is_in_fligh
         assert run(scenario()) == [(0, b"half-1"), (0, b"half-2")]
     finally:
         b.replicas.close()
+
+
+RETENTION_MS = 60_000
+
+
+def test_offsets_expire_after_the_retention_once_their_group_is_empty(cluster, tmp_path):
+    """Kafka's offsets retention: a group without members loses its offsets
+    `offsets.retention.minutes` after it became empty (a group that never had members:
+    after each offset's commit; a commit with its own retention time: at that time), a
+    group with members keeps them, and an empty group left without offsets is deleted."""
+    facade, _ = cluster
+    create_offsets_topic(facade)
+    b = MemberFacade(facade, 1, tmp_path / "b1", offsets_retention_ms=RETENTION_MS)
+    b.sync()
+    try:
+        async def scenario():
+            by_id, leader = await form_group(b, A, 1)
+            generation = by_id[leader].generation_id
+            await answer_async(b, commit(A, {("orders", 0): (5, -1, "")}, 8,
+                                         generation=generation, member=leader), 8)
+            await answer_async(b, commit(B, {("orders", 1): (7, -1, "")}), 8)
+            await answer_async(b, commit(B, {("orders", 2): (9, -1, "")}, 2,
+                                         retention_ms=1000), 2)
+
+        run(scenario())
+        start = b.now
+        b.now = start + 999
+        assert b.groups.expire_offsets(b.now) == []
+        b.now = start + 1000  # the v2 commit's own retention
+        assert b.groups.expire_offsets(b.now) == [(B, "orders", 2)]
+        b.now = start + RETENTION_MS  # B never had members: counted from the commit
+        assert b.groups.expire_offsets(b.now) == [(B, "orders", 1)]
+        assert b.groups.committed(B) == {}
+        assert set(b.groups.committed(A)) == {("orders", 0)}  # A has a member
+
+        b.groups.tick(b.now)  # A's member sent no heartbeat: its session ended
+        (g,) = describe(b, A)
+        assert (g.group_state, list(g.members)) == ("Empty", [])
+        empty_at = b.now
+        b.now = empty_at + RETENTION_MS - 1
+        assert b.groups.expire_offsets(b.now) == []
+        b.now = empty_at + RETENTION_MS
+        assert b.groups.expire_offsets(b.now) == [(A, "orders", 0)]
+        (g,) = describe(b, A, version=6)
+        assert (g.error_code, g.group_state) == (E.GROUP_ID_NOT_FOUND, "Dead")
+        # the tombstones are in the log: a new coordinator loads nothing of A or B
+        partition = b.replicas.get(OFFSETS_TOPIC, 0)
+        fresh = GroupCoordinator(1, b.groups.config)
+        fresh.on_role_changes(RoleChanges([partition], [], [], []))
+        while fresh.load_step(1 << 20, b.now):
+            pass
+        assert fresh.committed(A) == fresh.committed(B) == {}
+        assert fresh.list_groups() == (0, [])
+    finally:
+        b.replicas.close()

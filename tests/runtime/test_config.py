@@ -619,7 +619,8 @@ def test_retention_may_be_unlimited(key):
 def test_group_coordinator_settings():
     c = NodeConfig.from_mapping(BROKER)
     kafka_defaults = {"session_timeout_min_ms": 6000, "session_timeout_max_ms": 1_800_000,
-                      "initial_rebalance_delay_ms": 3000, "group_size_max": 2**31 - 1}
+                      "initial_rebalance_delay_ms": 3000, "group_size_max": 2**31 - 1,
+                      "offsets_retention_ms": 7 * 24 * 3600 * 1000}
     assert c.group_settings() == {"offsets_partitions": 50, "offsets_replication_factor": 3,
                                   "metadata_chars_max": 4096, "commit_timeout_ms": 5000,
                                   **kafka_defaults}
@@ -630,11 +631,13 @@ def test_group_coordinator_settings():
                                  "group.min.session.timeout.ms": "10",
                                  "group.max.session.timeout.ms": "20",
                                  "group.initial.rebalance.delay.ms": "0",
-                                 "group.max.size": "3"})
+                                 "group.max.size": "3",
+                                 "offsets.retention.minutes": "2"})
     assert c.group_settings() == {"offsets_partitions": 7, "offsets_replication_factor": 2,
                                   "metadata_chars_max": 0, "commit_timeout_ms": 100,
                                   "session_timeout_min_ms": 10, "session_timeout_max_ms": 20,
-                                  "initial_rebalance_delay_ms": 0, "group_size_max": 3}
+                                  "initial_rebalance_delay_ms": 0, "group_size_max": 3,
+                                  "offsets_retention_ms": 120_000}
     refused(BROKER, "group.min.session.timeout.ms", "must not be above group.max",
             group_min_session_timeout_ms="30000", group_max_session_timeout_ms="20000")
     refused(BROKER, "group.max.size", "0 must be positive", group_max_size="0")

@@ -120,6 +120,7 @@ class GroupConfig:
     offsets_replication_factor: int = 3  # offsets.topic.replication.factor
     metadata_chars_max: int = 4096  # offset.metadata.max.bytes
     commit_timeout_ms: int = 5000  # offsets.commit.timeout.ms
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     session_timeout_min_ms: int = 6000  # group.min.session.timeout.ms
     session_timeout_max_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
@@ -145,6 +146,9 @@ class GroupConfig:
                               f"{self.initial_rebalance_delay_ms}")
         if self.group_size_max < 1:
             raise ConfigError(f"group.max.size must be >= 1, got {self.group_size_max}")
+        if self.offsets_retention_ms < 1:
+            raise ConfigError("offsets.retention.minutes must be >= 1, got "
+                              f"{self.offsets_retention_ms / 60_000:g}")
 
     def replication_factor(self, live_brokers):
         """The offsets topic's replication factor when it is created with `live_brokers`
@@ -376,8 +380,9 @@ class GroupCoordinator:
             shard.groups.pop(group_id, None)
             return
         value = decode_group_value(data)
-        group = ClassicGroup(group_id, self.config, self._store, self.rng, now_ms,
-                             self._observe)
+        since = value.current_state_timestamp
+        group = ClassicGroup(group_id, self.config, self._store, self.rng,
+                             since if since >= 0 else now_ms, self._observe)
         group.generation = value.generation
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol
@@ -851,6 +856,49 @@ class GroupCoordinator:
             group.close(_E.COORDINATOR_NOT_AVAILABLE)
         shard.groups.pop(group_id, None)
         return shard.partition, end
+
+    def expire_offsets(self, now_ms):
+        """Delete the offsets that expired by `now_ms` (Kafka's offsets retention, KIP-211):
+        those of a group without members once `offsets.retention.minutes` passed since the
+        group became empty (for a group that never had members: since the offset's commit),
+        and any offset whose own expiry time (OffsetCommit v2-4's retention) passed. A group
+        left empty without offsets is deleted. Tombstones are written like a deletion's;
+        returns the (group, topic, partition) keys expired."""
+        retention = self.config.offsets_retention_ms
+        expired_keys = []
+        for shard in list(self.shards.values()):
+            if shard.state != ACTIVE or not shard.leads():
+                continue
+            shard.catch_up()
+            waiting = {(g, tp) for _, g, tp, _ in shard.pending}
+            for group_id, offsets in list(shard.committed.items()):
+                group = self._group(shard, group_id)
+                if group is not None and group.members:
+                    continue
+                empty_since = (group.state_since_ms
+                               if group is not None and group.state == EMPTY else None)
+                expired = sorted(
+                    tp for tp, v in offsets.items() if (group_id, tp) not in waiting and (
+                        now_ms >= v.expire_timestamp_ms if v.expire_timestamp_ms != -1
+                        else now_ms - (empty_since if empty_since is not None
+                                       else v.commit_timestamp_ms) >= retention))
+                if not expired:
+                    continue
+                keys = [offset_tombstone(group_id, t, p) for t, p in expired]
+                remove_group = (group is not None and len(expired) == len(offsets)
+                                and not any(g == group_id for g, _ in waiting))
+                if remove_group:
+                    keys.append(group_tombstone(group_id))
+                try:
+                    self._write_offsets(shard, group_id, [(t, p, None) for t, p in expired],
+                                        keys, [None] * len(keys), now_ms)
+                except GroupError:
+                    continue  # the next check tries again
+                if remove_group:
+                    group.close(_E.COORDINATOR_NOT_AVAILABLE)
+                    shard.groups.pop(group_id, None)
+                expired_keys.extend((group_id, t, p) for t, p in expired)
+        return expired_keys
 
     def delete_offsets(self, group_id, partitions, now_ms):
         """OffsetDelete: {(topic, partition): error code} for `partitions`, and (partition,

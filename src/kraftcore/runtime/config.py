@@ -114,6 +114,9 @@ _NUMBERS = (
     ("group.max.session.timeout.ms", "group_session_timeout_max_ms", "INT", 1_800_000, 0),
     ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", "INT", 3000, 0),
     ("group.max.size", "group_size_max", "INT", INT32_MAX, 1),
+    ("offsets.retention.minutes", "offsets_retention_minutes", "INT", 7 * 24 * 60, 1),
+    ("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", "LONG",
+     600_000, 1),
 )
 # The largest value of each Java integer type a key can have.
 _JAVA_MAX = {"SHORT": 32767, "INT": INT32_MAX, "LONG": INT64_MAX}
@@ -240,6 +243,8 @@ class NodeConfig:
     group_session_timeout_max_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
     group_size_max: int = INT32_MAX
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     # None: socket_request_bytes_max (kraftcore's default; Kafka's is -1, no limit)
     queued_request_bytes_max: int = None
     unknown_keys: tuple = ()              # sorted names of the keys kraftcore does not read
@@ -490,7 +495,8 @@ class NodeConfig:
                 "session_timeout_min_ms": self.group_session_timeout_min_ms,
                 "session_timeout_max_ms": self.group_session_timeout_max_ms,
                 "initial_rebalance_delay_ms": self.group_initial_rebalance_delay_ms,
-                "group_size_max": self.group_size_max}
+                "group_size_max": self.group_size_max,
+                "offsets_retention_ms": self.offsets_retention_minutes * 60_000}
 
     @property
     def request_memory_bytes(self):

@@ -13,6 +13,8 @@
   coordinator's `tick` acts on the session, rebalance and sync timeouts that passed; every
   change of an offsets partition's high watermark (`ReplicaManager.watch`) answers the
   stores it committed. Each group's state transitions are logged (INFO).
+* Every `offsets.retention.check.interval.ms` the offsets that expired
+  (`offsets.retention.minutes` after their group became empty) are deleted, and logged.
 * Member ids take their randomness from a generator seeded from the operating system.
 * `ensure_offsets_topic()` (the first FindCoordinator): the CreateTopics request of
   `offsets_topic_request` goes to the active controller through `Node.forward`, one at a
@@ -51,6 +53,7 @@ class BrokerGroups:
             rng=random.Random(os.urandom(16)), kick=self._kick,
             appended=role.replicas.changed)
         self._flush_scheduled = False
+        self._next_expiry_ms = 0
         self._load_scheduled = False
         self._creating = None
         self._failures_logged = 0
@@ -90,7 +93,15 @@ class BrokerGroups:
 
     def _tick(self):
         self._ticker = None
-        self.coordinator.tick(self._now())
+        now = self._now()
+        self.coordinator.tick(now)
+        if now >= self._next_expiry_ms:
+            self._next_expiry_ms = now + self.role.node.config.offsets_retention_check_interval_ms
+            expired = self.coordinator.expire_offsets(now)
+            if expired:
+                log.info("broker %s: %s committed offsets of %s groups expired "
+                         "(offsets.retention.minutes)", self.node_id, len(expired),
+                         len({g for g, _, _ in expired}))
         self.log_transitions()
         if self.coordinator.shards:
             self._ticker = asyncio.get_running_loop().call_later(
