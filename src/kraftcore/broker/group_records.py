@@ -169,17 +169,22 @@ def group_metadata_record(group, now_ms):
 def decode_group_value(data):
     """The `GroupMetadataValue` of a group metadata record's value (versions 0-4). Raises
     `CorruptRecordError` on bytes that are not such a value."""
+    return _decode_value(GroupMetadataValue, data, "group metadata")
+
+
+def _decode_value(cls, data, what):
+    """A record value of message `cls`: its int16 version, then the struct at it."""
     if len(data) < 2:
-        raise CorruptRecordError("a group metadata value is shorter than its version")
+        raise CorruptRecordError(f"a {what} value is shorter than its version")
     data = bytes(data)
     version = _INT16.unpack_from(data)[0]
-    if not 0 <= version <= GroupMetadataValue.valid_versions[1]:
-        raise CorruptRecordError(f"group metadata value version {version} is not one of "
-                                 f"0-{GroupMetadataValue.valid_versions[1]}")
+    if not 0 <= version <= cls.valid_versions[1]:
+        raise CorruptRecordError(f"{what} value version {version} is not one of "
+                                 f"0-{cls.valid_versions[1]}")
     try:
-        return GroupMetadataValue.decode(data[2:], version)
-    except Exception as exc:  # noqa: BLE001
-        raise CorruptRecordError(f"a group metadata value v{version} does not decode: "
+        return cls.decode(data[2:], version)
+    except Exception as exc:  # noqa: BLE001 - ProtocolError, UnicodeDecodeError, ...
+        raise CorruptRecordError(f"a {what} value v{version} does not decode: "
                                  f"{exc}") from None
 
 
@@ -290,18 +295,7 @@ def decode_key(data):
 def decode_offset_value(data):
     """The `OffsetAndMetadata` of an offset commit record's value (versions 0-4). Raises
     `CorruptRecordError` on bytes that are not such a value."""
-    if len(data) < 2:
-        raise CorruptRecordError("an offset commit value is shorter than its version")
-    data = bytes(data)
-    version = _INT16.unpack_from(data)[0]
-    if not 0 <= version <= OffsetCommitValue.valid_versions[1]:
-        raise CorruptRecordError(f"offset commit value version {version} is not one of "
-                                 f"0-{OffsetCommitValue.valid_versions[1]}")
-    try:
-        v = OffsetCommitValue.decode(data[2:], version)
-    except Exception as exc:  # noqa: BLE001
-        raise CorruptRecordError(f"an offset commit value v{version} does not decode: "
-                                 f"{exc}") from None
+    v = _decode_value(OffsetCommitValue, data, "offset commit")
     return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
                              v.expire_timestamp, v.topic_id)
 
