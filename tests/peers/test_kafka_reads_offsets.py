@@ -43,18 +43,40 @@ def jars():
     return kafka_jars_for_tests()
 
 
-def write_offsets_partition(directory):
-    """Commits through a coordinator leading __consumer_offsets-0; returns the segment path
-    and what was committed, in log order ((group, topic, partition), value or None)."""
+def lead_offsets_partition(directory):
+    """(log, partition, coordinator): broker 1 leads __consumer_offsets-0 (its only
+    partition, no followers) in `directory`, its coordinator loaded."""
     log = Log.open(directory / f"{OFFSETS_TOPIC}-0", own_checkpoints=False)
     partition = Partition(OFFSETS_TOPIC, Uuid.random(random.Random(1)), 0, log, 1,
                           HighWatermarks())
     partition.apply(PartitionRecord(partition_id=0, topic_id=partition.topic_id, replicas=[1],
                                     isr=[1], leader=1, leader_epoch=3, partition_epoch=0), 1, NOW)
-    coordinator = GroupCoordinator(1, GroupConfig(offsets_partitions=1))
+    coordinator = GroupCoordinator(1, GroupConfig(offsets_partitions=1,
+                                                  initial_rebalance_delay_ms=0))
     coordinator.on_role_changes(RoleChanges([partition], [], [], []))
-    while coordinator.load_step(1 << 20):
+    while coordinator.load_step(1 << 20, NOW):
         pass
+    return log, partition, coordinator
+
+
+def dump_records(jars, segment):
+    """`kafka-dump-log --offsets-decoder` of `segment`: its record lines matched by
+    `_RECORD`, and the tool's whole output."""
+    proc = subprocess.run(
+        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*", DUMP_LOG,
+         "--offsets-decoder", "--files", str(segment)],
+        capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [_RECORD.match(line) for line in proc.stdout.splitlines()
+               if line.startswith("| offset:")]
+    assert records and all(records), proc.stdout
+    return records, proc.stdout
+
+
+def write_offsets_partition(directory):
+    """Commits through a coordinator leading __consumer_offsets-0; returns the segment path
+    and what was committed, in log order ((group, topic, partition), value or None)."""
+    log, partition, coordinator = lead_offsets_partition(directory)
     written = []
     for group, offsets in (
             ("console-consumer-1", [("orders", 0, OffsetAndMetadata(42, 7, "meta", NOW)),
@@ -98,14 +120,8 @@ def expected_payload(value):
 
 def test_kafka_decodes_the_offsets_kraftcore_commits(jars, tmp_path):
     segment, written = write_offsets_partition(tmp_path)
-    proc = subprocess.run(
-        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*", DUMP_LOG,
-         "--offsets-decoder", "--files", str(segment)],
-        capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [_RECORD.match(line) for line in proc.stdout.splitlines()
-               if line.startswith("| offset:")]
-    assert len(records) == len(written) and all(records), proc.stdout
+    records, out = dump_records(jars, segment)
+    assert len(records) == len(written), out
     for offset, (match, ((group, topic, index), value)) in enumerate(zip(records, written)):
         assert int(match.group(1)) == offset
         assert json.loads(match.group(2)) == {
@@ -113,23 +129,14 @@ def test_kafka_decodes_the_offsets_kraftcore_commits(jars, tmp_path):
         payload = match.group(3)
         expected = expected_payload(value)
         assert (payload if value is None else json.loads(payload)) == expected, match.group(0)
-    assert "isvalid: true" in proc.stdout and "isvalid: false" not in proc.stdout
+    assert "isvalid: true" in out and "isvalid: false" not in out
 
 
 def write_group_partition(directory):
     """Two members join a group through a coordinator leading __consumer_offsets-0 and the
     leader syncs an assignment: the log holds Kafka's GroupMetadata record of the group.
     Returns the segment path and the group's members as stored."""
-    log = Log.open(directory / f"{OFFSETS_TOPIC}-0", own_checkpoints=False)
-    partition = Partition(OFFSETS_TOPIC, Uuid.random(random.Random(1)), 0, log, 1,
-                          HighWatermarks())
-    partition.apply(PartitionRecord(partition_id=0, topic_id=partition.topic_id, replicas=[1],
-                                    isr=[1], leader=1, leader_epoch=3, partition_epoch=0), 1, NOW)
-    coordinator = GroupCoordinator(1, GroupConfig(offsets_partitions=1,
-                                                  initial_rebalance_delay_ms=0))
-    coordinator.on_role_changes(RoleChanges([partition], [], [], []))
-    while coordinator.load_step(1 << 20, NOW):
-        pass
+    log, _, coordinator = lead_offsets_partition(directory)
     answers = []
     firsts = []
     for n in range(2):
@@ -161,17 +168,10 @@ def write_group_partition(directory):
 
 def test_kafka_decodes_the_group_metadata_kraftcore_stores(jars, tmp_path):
     segment, leader, generation, members = write_group_partition(tmp_path)
-    proc = subprocess.run(
-        ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", f"{jars}/*", DUMP_LOG,
-         "--offsets-decoder", "--files", str(segment)],
-        capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [_RECORD.match(line) for line in proc.stdout.splitlines()
-               if line.startswith("| offset:")]
-    assert records and all(records), proc.stdout
+    records, out = dump_records(jars, segment)
     stored = [json.loads(r.group(3)) for r in records
               if json.loads(r.group(2)) == {"type": "2", "data": {"group": "readers"}}]
-    assert stored, proc.stdout
+    assert stored, out
     last = stored[-1]
     assert last["version"] == "3", last
     data = last["data"]
