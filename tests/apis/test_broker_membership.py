@@ -335,7 +335,8 @@ def test_a_member_that_never_syncs_is_removed(broker):
         leader = answers[0].leader
         generation = answers[0].generation_id
         silent = next(a.member_id for a in answers if a.member_id != leader)
-        s = await answer_async(broker, sync(A, generation, leader, {leader: b"a", silent: b"b"}), 5)
+        plan = {leader: b"a", silent: b"b"}
+        s = await answer_async(broker, sync(A, generation, leader, plan), 5)
         assert s.error_code == 0 and s.assignment == b"a"
         return leader, silent
 
@@ -473,8 +474,9 @@ def test_deleting_groups_and_offsets(broker):
     async def scenario():
         by_id, leader = await form_group(broker, A, 1)
         generation = by_id[leader].generation_id
-        await answer_async(broker, commit(A, {("orders", 0): (5, -1, ""), ("other", 0): (1, -1, "")},
-                                          8, generation=generation, member=leader), 8)
+        offsets = {("orders", 0): (5, -1, ""), ("other", 0): (1, -1, "")}
+        await answer_async(broker, commit(A, offsets, 8, generation=generation, member=leader),
+                           8)
         await answer_async(broker, commit(B, {("orders", 1): (3, -1, "")}), 8)
         busy = await answer_async(broker, m.DeleteGroupsRequest(
             groups_names=[A, B, MISSING, ELSEWHERE]), 2)
@@ -509,8 +511,8 @@ def test_hostile_membership_requests_get_kafkas_codes_and_leave_other_groups_alo
         generation = by_id[leader].generation_id
         codes = []
         codes.append((await answer_async(broker, join(B, "made-up"), 9)).error_code)
-        codes.append((await answer_async(broker, heartbeat(A, generation, "made-up"), 4)).error_code)
-        codes.append((await answer_async(broker, heartbeat(A, generation + 7, leader), 4)).error_code)
+        for request in (heartbeat(A, generation, "made-up"), heartbeat(A, generation + 7, leader)):
+            codes.append((await answer_async(broker, request, 4)).error_code)
         codes.append((await answer_async(broker, sync(A, generation + 1, leader), 5)).error_code)
         codes.append((await answer_async(broker, sync(A, generation, "made-up"), 5)).error_code)
         codes.append((await answer_async(broker, heartbeat(B, 1, "x"), 4)).error_code)

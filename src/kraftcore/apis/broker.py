@@ -647,9 +647,10 @@ async def _stable(facade, group):
     if pending is None:
         return set()
     partition, end, keys = pending
-    if await _wait_for(facade, [partition],
-                       lambda: groups.is_committed(partition, end) or groups.commit_failed(partition),
-                       groups.config.commit_timeout_ms):
+    def settled():
+        return groups.is_committed(partition, end) or groups.commit_failed(partition)
+
+    if await _wait_for(facade, [partition], settled, groups.config.commit_timeout_ms):
         return set()
     return keys
 

@@ -524,8 +524,9 @@ class ClassicGroup:
 
     def _remove(self, member):
         self.members.pop(member.member_id, None)
-        if member.instance_id is not None and self.static.get(member.instance_id) == member.member_id:
-            del self.static[member.instance_id]
+        instance = member.instance_id
+        if instance is not None and self.static.get(instance) == member.member_id:
+            del self.static[instance]
         _respond(member.on_join, JoinResult(_E.UNKNOWN_MEMBER_ID, member_id=member.member_id))
         _respond(member.on_sync, SyncResult(_E.UNKNOWN_MEMBER_ID))
         member.on_join = member.on_sync = None

@@ -112,7 +112,8 @@ class BrokerGroups:
         coordinator = self.coordinator
         total = coordinator.transitions_total
         new = min(total - self._transitions_logged, len(coordinator.transitions))
-        for _, group, before, after, generation in list(coordinator.transitions)[-new:] if new else ():
+        latest = list(coordinator.transitions)[-new:] if new else ()
+        for _, group, before, after, generation in latest:
             log.info("broker %s: group %r: %s -> %s (generation %s)", self.node_id, group,
                      before, after, generation)
         self._transitions_logged = total
