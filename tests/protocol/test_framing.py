@@ -213,19 +213,3 @@ def test_a_failed_decoder_raises_fresh_errors():
     with pytest.raises(ProtocolError) as again:
         decoder.feed(b"x")
     assert again.value is not first.value and str(again.value) == str(first.value)
-
-
-def test_a_checked_answer_is_framed_from_the_checks_parts_once():
-    """The dispatch checks an answer encodes (`check_encodes`); the frame is made from those
-    parts, once, and only at the version checked; the bytes are the same either way."""
-    from kraftcore.protocol.messages import HeartbeatResponse
-
-    body = HeartbeatResponse(throttle_time_ms=0, error_code=27)
-    plain = encode_response(body, 4, correlation_id=5)
-    body.check_encodes(4)
-    assert body.take_checked(3) is None  # another version: encoded afresh
-    assert encode_response(body, 4, correlation_id=5) == plain
-    assert body.take_checked(4) is None  # taken by that frame
-    body.check_encodes(4)
-    checked = body.take_checked(4)
-    assert b"".join(checked) == body.encode(4)
