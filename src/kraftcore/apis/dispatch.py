@@ -64,8 +64,7 @@ def request_handler(role, handlers):
             response = error_response(key, version, body, _E.UNKNOWN_SERVER_ERROR,
                                       f"unexpected server error: {exc!r}")
         try:
-            # kept for the listener's frame; records held as file regions are not read
-            response.check_encodes(version)
+            response.encode_parts(version)  # records held as file regions are not read
         except Exception as exc:  # noqa: BLE001 - EncodeError: our bug, answered not raised
             log.error("%s v%d: the response does not encode (%s); answering "
                       "UNKNOWN_SERVER_ERROR", api_name(key), version, exc)

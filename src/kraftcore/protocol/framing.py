@@ -140,7 +140,7 @@ def encode_response(body, version, correlation_id):
     cls.check_version(version)
     header = ResponseHeader(correlation_id=correlation_id).encode(
         response_header_version(cls, version))
-    parts = body.take_checked(version) or body.encode_parts(version)
+    parts = body.encode_parts(version)
     size = len(header) + sum(map(len, parts))
     if size > 0x7FFFFFFF:
         raise ValueError(f"a frame holds at most 2 GiB - 1, not {size} bytes")

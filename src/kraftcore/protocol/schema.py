@@ -175,8 +175,7 @@ class Struct:
 class Message(Struct):
     """A top-level message: a request, a response, a header or a metadata record."""
 
-    # _version: the version decoded from; _checked: (version, parts) of `check_encodes`
-    __slots__ = ("_version", "_checked")
+    __slots__ = ("_version",)
     api_key = None
     kind = None
     valid_versions = (0, 0)
@@ -185,7 +184,6 @@ class Message(Struct):
     def __init__(self, **values):
         super().__init__(**values)
         self._version = None
-        self._checked = None
 
     @property
     def decoded_version(self):
@@ -213,20 +211,6 @@ class Message(Struct):
 
         self.check_version(version)
         return codec.encode_struct(self.program(version), self)
-
-    def check_encodes(self, version):
-        """Encode this message at `version` (raising as `encode_parts` does) and keep the
-        parts for `take_checked`: an answer checked before it is handed on is not encoded
-        twice."""
-        self._checked = (version, self.encode_parts(version))
-
-    def take_checked(self, version):
-        """The parts `check_encodes` kept for `version` (once), or None."""
-        checked = getattr(self, "_checked", None)
-        if checked is None or checked[0] != version:
-            return None
-        self._checked = None
-        return checked[1]
 
     def encode_parts(self, version):
         """This message's body at `version` as a list of parts: bytes, and the
