@@ -43,6 +43,14 @@ def broker(tmp_path_factory):
                                                      replication_factor=1)],
                 timeout_ms=30000), 7)
             assert response.topics[0].error_code == 0
+
+            def known():  # the broker's image has the topic (it may lag the controller)
+                topics = w.call(m.MetadataRequest(topics=[
+                    m.MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                    allow_auto_topic_creation=False), 9).topics
+                return topics[0].error_code == 0 and len(topics[0].partitions) == 2
+
+            wait_for("the topic in the broker's metadata", known)
         gm.coordinator(address, "warm-up")  # creates the offsets topic
         yield address
     finally:
