@@ -248,10 +248,6 @@ class _Shard:
     def has_offsets(self, group):
         return group in self.committed or any(g == group for _, g, _, _ in self.pending)
 
-    def has_group(self, group):
-        g = self.groups.get(group)
-        return (g is not None and g.state != DEAD) or self.has_offsets(group)
-
     def offset_keys(self, group):
         """The (topic, partition) keys `group` has an offset for, pending ones included."""
         keys = set(self.committed.get(group, ()))
