@@ -410,6 +410,10 @@ EXPECTED = {
     14: ("SyncGroup", (0, 5), 4), 15: ("DescribeGroups", (0, 6), 5),
     16: ("ListGroups", (0, 5), 3), 42: ("DeleteGroups", (0, 3), 2),
     47: ("OffsetDelete", (0, 0), None),
+    17: ("SaslHandshake", (0, 1), None), 36: ("SaslAuthenticate", (0, 2), 2),
+    29: ("DescribeAcls", (0, 3), 2), 30: ("CreateAcls", (0, 3), 2), 31: ("DeleteAcls", (0, 3), 2),
+    50: ("DescribeUserScramCredentials", (0, 0), 0),
+    51: ("AlterUserScramCredentials", (0, 0), 0),
 }
 
 

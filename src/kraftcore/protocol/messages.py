@@ -1223,6 +1223,171 @@ AllocateProducerIdsResponse = message(
         F("ProducerIdLen", "int32"),
     ])
 
+# Security: SASL authentication (KIP-152), ACLs (KIP-140, KIP-290 pattern types) and SCRAM
+# credentials (KIP-554). SaslHandshake v0 (raw SASL tokens after the handshake, without
+# SaslAuthenticate frames) is not served: the clients kraftcore is tested with send v1.
+# Kafka 4 dropped the v0 of the ACL APIs; it stays here for older clients.
+SaslHandshakeRequest = message(
+    "SaslHandshakeRequest", kind="request", api_key=17, valid="0-1", flexible="none", fields=[
+        F("Mechanism", "string"),
+    ])
+
+SaslHandshakeResponse = message(
+    "SaslHandshakeResponse", kind="response", api_key=17, valid="0-1", flexible="none", fields=[
+        F("ErrorCode", "int16"),
+        F("Mechanisms", "[]string"),
+    ])
+
+SaslAuthenticateRequest = message(
+    "SaslAuthenticateRequest", kind="request", api_key=36, valid="0-2", flexible="2+", fields=[
+        F("AuthBytes", "bytes"),
+    ])
+
+SaslAuthenticateResponse = message(
+    "SaslAuthenticateResponse", kind="response", api_key=36, valid="0-2", flexible="2+",
+    fields=[
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+        F("AuthBytes", "bytes"),
+        F("SessionLifetimeMs", "int64", "1+", default=0, ignorable=True),
+    ])
+
+DescribeAclsRequest = message(
+    "DescribeAclsRequest", kind="request", api_key=29, valid="0-3", flexible="2+", fields=[
+        F("ResourceTypeFilter", "int8"),
+        F("ResourceNameFilter", "string", nullable="0+"),
+        F("PatternTypeFilter", "int8", "1+", default=3),
+        F("PrincipalFilter", "string", nullable="0+"),
+        F("HostFilter", "string", nullable="0+"),
+        F("Operation", "int8"),
+        F("PermissionType", "int8"),
+    ])
+
+DescribeAclsResponse = message(
+    "DescribeAclsResponse", kind="response", api_key=29, valid="0-3", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+        F("Resources", "[]DescribeAclsResource", fields=[
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+            F("PatternType", "int8", "1+", default=3),
+            F("Acls", "[]AclDescription", fields=[
+                F("Principal", "string"),
+                F("Host", "string"),
+                F("Operation", "int8"),
+                F("PermissionType", "int8"),
+            ]),
+        ]),
+    ])
+
+CreateAclsRequest = message(
+    "CreateAclsRequest", kind="request", api_key=30, valid="0-3", flexible="2+", fields=[
+        F("Creations", "[]AclCreation", fields=[
+            F("ResourceType", "int8"),
+            F("ResourceName", "string"),
+            F("ResourcePatternType", "int8", "1+", default=3),
+            F("Principal", "string"),
+            F("Host", "string"),
+            F("Operation", "int8"),
+            F("PermissionType", "int8"),
+        ]),
+    ])
+
+CreateAclsResponse = message(
+    "CreateAclsResponse", kind="response", api_key=30, valid="0-3", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Results", "[]AclCreationResult", fields=[
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+        ]),
+    ])
+
+DeleteAclsRequest = message(
+    "DeleteAclsRequest", kind="request", api_key=31, valid="0-3", flexible="2+", fields=[
+        F("Filters", "[]DeleteAclsFilter", fields=[
+            F("ResourceTypeFilter", "int8"),
+            F("ResourceNameFilter", "string", nullable="0+"),
+            F("PatternTypeFilter", "int8", "1+", default=3),
+            F("PrincipalFilter", "string", nullable="0+"),
+            F("HostFilter", "string", nullable="0+"),
+            F("Operation", "int8"),
+            F("PermissionType", "int8"),
+        ]),
+    ])
+
+DeleteAclsResponse = message(
+    "DeleteAclsResponse", kind="response", api_key=31, valid="0-3", flexible="2+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("FilterResults", "[]DeleteAclsFilterResult", fields=[
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+            F("MatchingAcls", "[]DeleteAclsMatchingAcl", fields=[
+                F("ErrorCode", "int16"),
+                F("ErrorMessage", "string", nullable="0+", default=None),
+                F("ResourceType", "int8"),
+                F("ResourceName", "string"),
+                F("PatternType", "int8", "1+", default=3),
+                F("Principal", "string"),
+                F("Host", "string"),
+                F("Operation", "int8"),
+                F("PermissionType", "int8"),
+            ]),
+        ]),
+    ])
+
+DescribeUserScramCredentialsRequest = message(
+    "DescribeUserScramCredentialsRequest", kind="request", api_key=50, valid="0",
+    flexible="0+", fields=[
+        F("Users", "[]UserName", nullable="0+", fields=[
+            F("Name", "string"),
+        ]),
+    ])
+
+DescribeUserScramCredentialsResponse = message(
+    "DescribeUserScramCredentialsResponse", kind="response", api_key=50, valid="0",
+    flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("ErrorCode", "int16"),
+        F("ErrorMessage", "string", nullable="0+", default=None),
+        F("Results", "[]DescribeUserScramCredentialsResult", fields=[
+            F("User", "string"),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+            F("CredentialInfos", "[]CredentialInfo", fields=[
+                F("Mechanism", "int8"),
+                F("Iterations", "int32"),
+            ]),
+        ]),
+    ])
+
+AlterUserScramCredentialsRequest = message(
+    "AlterUserScramCredentialsRequest", kind="request", api_key=51, valid="0", flexible="0+",
+    fields=[
+        F("Deletions", "[]ScramCredentialDeletion", fields=[
+            F("Name", "string"),
+            F("Mechanism", "int8"),
+        ]),
+        F("Upsertions", "[]ScramCredentialUpsertion", fields=[
+            F("Name", "string"),
+            F("Mechanism", "int8"),
+            F("Iterations", "int32"),
+            F("Salt", "bytes"),
+            F("SaltedPassword", "bytes"),
+        ]),
+    ])
+
+AlterUserScramCredentialsResponse = message(
+    "AlterUserScramCredentialsResponse", kind="response", api_key=51, valid="0",
+    flexible="0+", fields=[
+        F("ThrottleTimeMs", "int32"),
+        F("Results", "[]AlterUserScramCredentialsResult", fields=[
+            F("User", "string"),
+            F("ErrorCode", "int16"),
+            F("ErrorMessage", "string", nullable="0+", default=None),
+        ]),
+    ])
+
 REQUESTS = (
     ApiVersionsRequest, FetchRequest, MetadataRequest, CreateTopicsRequest, DeleteTopicsRequest,
     CreatePartitionsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
@@ -1234,7 +1399,9 @@ REQUESTS = (
     FindCoordinatorRequest, InitProducerIdRequest, AllocateProducerIdsRequest,
     OffsetCommitRequest, OffsetFetchRequest, JoinGroupRequest, HeartbeatRequest,
     LeaveGroupRequest, SyncGroupRequest, DescribeGroupsRequest, ListGroupsRequest,
-    DeleteGroupsRequest, OffsetDeleteRequest,
+    DeleteGroupsRequest, OffsetDeleteRequest, SaslHandshakeRequest, SaslAuthenticateRequest,
+    DescribeAclsRequest, CreateAclsRequest, DeleteAclsRequest,
+    DescribeUserScramCredentialsRequest, AlterUserScramCredentialsRequest,
 )
 RESPONSES = (
     ApiVersionsResponse, FetchResponse, MetadataResponse, CreateTopicsResponse,
@@ -1248,7 +1415,9 @@ RESPONSES = (
     FindCoordinatorResponse, InitProducerIdResponse, AllocateProducerIdsResponse,
     OffsetCommitResponse, OffsetFetchResponse, JoinGroupResponse, HeartbeatResponse,
     LeaveGroupResponse, SyncGroupResponse, DescribeGroupsResponse, ListGroupsResponse,
-    DeleteGroupsResponse, OffsetDeleteResponse,
+    DeleteGroupsResponse, OffsetDeleteResponse, SaslHandshakeResponse,
+    SaslAuthenticateResponse, DescribeAclsResponse, CreateAclsResponse, DeleteAclsResponse,
+    DescribeUserScramCredentialsResponse, AlterUserScramCredentialsResponse,
 )
 
 __all__ = [cls.__name__ for cls in REQUESTS + RESPONSES] + ["REQUESTS", "RESPONSES",
