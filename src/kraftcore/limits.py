@@ -179,6 +179,11 @@ NET_SERVER_HANDOVER_BYTES_MIN = 64 * 1024
 # keep the memory from the others for longer. A frame whose bytes keep arriving, however
 # slowly, is never cut off: any byte restarts the count.
 NET_PARTIAL_FRAME_STALL_MS_MAX = 10_000
+# A TLS handshake that does not finish within this long is dropped (asyncio's
+# `ssl_handshake_timeout`), and so is a connection to a SASL listener that has not
+# authenticated this long after its handshake: neither can hold a connection slot forever.
+NET_TLS_HANDSHAKE_MS_MAX = 10_000
+NET_AUTHENTICATION_MS_MAX = 10_000
 # A listener looks for idle connections every eighth of `connections.max.idle.ms`, within
 # these bounds: a connection without a request is closed after between 1 and 1.25 times
 # the setting (at most 60 s late).

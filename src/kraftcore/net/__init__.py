@@ -10,6 +10,8 @@ kraftcore that touches sockets; the bytes it moves are `kraftcore.protocol.frami
   request with a clear error when the connection ends.
 * `pool`: `PeerPool`, connections to the other nodes by node id. It connects lazily and
   reconnects with exponential backoff and jitter.
+* `tls`: TLS contexts from Kafka's `ssl.*` settings, and the principal of a client
+  certificate; `ListenerSecurity` (in `server`) says how a listener authenticates clients.
 * `backoff`: `Backoff`, the reconnect delay schedule (no clock, an injected rng).
 
 Guarantees, limits and errors: docs/net.md.
@@ -18,6 +20,7 @@ Guarantees, limits and errors: docs/net.md.
 from kraftcore.net.backoff import Backoff
 from kraftcore.net.client import Connection
 from kraftcore.net.pool import PeerPool
-from kraftcore.net.server import Listener, RequestMemory
+from kraftcore.net.server import Listener, ListenerSecurity, Peer, RequestMemory
 
-__all__ = ["Backoff", "Connection", "Listener", "PeerPool", "RequestMemory"]
+__all__ = ["Backoff", "Connection", "Listener", "ListenerSecurity", "Peer", "PeerPool",
+           "RequestMemory"]

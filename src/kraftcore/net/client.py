@@ -34,6 +34,7 @@ No clock is read except the event loop's, for deadlines.
 import asyncio
 import collections
 import logging
+import ssl
 import struct
 import time
 
@@ -47,7 +48,8 @@ from kraftcore.errors import (
 )
 from kraftcore.protocol import framing
 from kraftcore.protocol.apis import API_BY_KEY
-from kraftcore.protocol.messages import ApiVersionsRequest
+from kraftcore.protocol.messages import (ApiVersionsRequest, SaslAuthenticateRequest,
+                                         SaslHandshakeRequest)
 
 log = logging.getLogger("kraftcore.net")
 
@@ -61,6 +63,8 @@ _NEVER = float("inf")
 _CLOCK_RESOLUTION_S = time.get_clock_info("monotonic").resolution
 _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
+_SASL_HANDSHAKE_KEY = 17
+_SASL_AUTHENTICATE_KEY = 36
 _UNSUPPORTED_VERSION = framing.UNSUPPORTED_VERSION
 
 # Connection states.
@@ -158,6 +162,12 @@ class Connection:
       ApiVersions versions as Kafka clients do); `api_versions` then maps API key -> the
       peer's (min, max), and a request sent without a version uses the highest version
       both sides know (none in common: `UnsupportedVersionError`).
+    * `ssl_context`: connect with TLS (an `ssl.SSLContext`, `kraftcore.net.tls`), checking
+      the certificate against `host` (or `server_hostname`).
+    * `sasl`: authenticate before any other request: a callable that returns a
+      `kraftcore.security.sasl` client exchange (`.mechanism`, `first()`, `step(bytes)`).
+      SaslHandshake v1 then SaslAuthenticate until the exchange is done; a refusal fails
+      the connection with `ConnectError` carrying the server's message.
     """
 
     def __init__(self, host, port, *, client_id=CLIENT_ID,
@@ -166,7 +176,8 @@ class Connection:
                  frame_bytes_max=limits.FRAME_BYTES_MAX,
                  connect_timeout_ms=CONNECT_TIMEOUT_MS_DEFAULT,
                  request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
-                 negotiate_versions=False, on_close=None):
+                 negotiate_versions=False, on_close=None, ssl_context=None,
+                 server_hostname=None, sasl=None):
         _check_positive("inflight_max", inflight_max)
         _check_positive("queued_max", queued_max)
         _check_positive("connect_timeout_ms", connect_timeout_ms)
@@ -181,6 +192,9 @@ class Connection:
         self.connect_timeout_ms = connect_timeout_ms
         self.request_timeout_ms = request_timeout_ms
         self.negotiate_versions = negotiate_versions
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self.sasl = sasl
         self.api_versions = None  # API key -> (min, max) the peer advertised, once negotiated
         self.responses_received = 0
         self._decoder = framing.FrameDecoder(frame_bytes_max)
@@ -242,15 +256,24 @@ class Connection:
                 await asyncio.sleep(delay_s)
             if self._state is _CLOSED:
                 return
+            tls = {}
+            if self.ssl_context is not None:
+                tls = dict(ssl=self.ssl_context,
+                           server_hostname=self.server_hostname or self.host)
             try:
                 await asyncio.wait_for(
                     self._loop.create_connection(lambda: _ClientProtocol(self),
-                                                 self.host, self.port),
+                                                 self.host, self.port, **tls),
                     self.connect_timeout_ms / 1000)
             except asyncio.TimeoutError:
                 self._shutdown(ConnectError, f"could not connect to {self.host}:{self.port} "
                                f"within {self.connect_timeout_ms} ms; check that the node runs "
                                "and that nothing drops packets on the way")
+                return
+            except ssl.SSLError as exc:
+                self._shutdown(ConnectError, f"the TLS handshake with {self.host}:{self.port} "
+                               f"failed: {exc.reason or exc}; check the trust store, the "
+                               "certificates and that the listener speaks TLS")
                 return
             except OSError as exc:
                 self._shutdown(ConnectError, f"could not connect to {self.host}:{self.port}: "
@@ -259,9 +282,13 @@ class Connection:
                 return
             if self._state is _CLOSED:
                 return
-            if self.negotiate_versions:
+            if self.negotiate_versions or self.sasl is not None:
                 self._state = _NEGOTIATING
                 await self._negotiate()
+                if self._state is _CLOSED:
+                    return
+            if self.sasl is not None:
+                await self._authenticate()
                 if self._state is _CLOSED:
                     return
             self._state = _OPEN
@@ -273,6 +300,56 @@ class Connection:
                 self._shutdown(ConnectionClosedError,
                                f"the {self._where()} was cancelled while connecting")
 
+    async def _setup_request(self, body, api_key, version):
+        """Send `body` ahead of every queued request (while the connection is being set up)
+        and return its response; None after failing the connection when it goes
+        unanswered within the connect timeout."""
+        future = self._loop.create_future()
+        req = _Request(body, api_key, version, _future_callback(future),
+                       self.connect_timeout_ms, False)
+        self._set_deadline(req, self._loop.time() + self.connect_timeout_ms / 1000)
+        self._write(req)
+        self._flush()
+        try:
+            return await future
+        except (ConnectionClosedError, RequestTimeoutError) as exc:
+            self._shutdown(ConnectError, f"{self.host}:{self.port} did not answer "
+                           f"{_api_name(api_key)}: {exc}")
+            return None
+
+    async def _authenticate(self):
+        """SASL: the handshake naming the mechanism, then the exchange's tokens."""
+        exchange = self.sasl()
+        mechanism = exchange.mechanism
+        response = await self._setup_request(SaslHandshakeRequest(mechanism=mechanism),
+                                             _SASL_HANDSHAKE_KEY, 1)
+        if response is None:
+            return
+        if response.error_code:
+            self._shutdown(ConnectError, f"{self.host}:{self.port} refused SASL mechanism "
+                           f"{mechanism} (error {response.error_code}; it enables "
+                           f"{', '.join(response.mechanisms) or 'none'})")
+            return
+        theirs = (self.api_versions or {}).get(_SASL_AUTHENTICATE_KEY, (0, 1))[1]
+        version = min(theirs, SaslAuthenticateRequest.valid_versions[1])
+        token = exchange.first()
+        while token is not None:
+            response = await self._setup_request(SaslAuthenticateRequest(auth_bytes=token),
+                                                 _SASL_AUTHENTICATE_KEY, version)
+            if response is None:
+                return
+            if response.error_code:
+                self._shutdown(ConnectError, f"{self.host}:{self.port} refused the SASL "
+                               f"{mechanism} authentication (error {response.error_code}): "
+                               f"{response.error_message or 'no message'}")
+                return
+            try:
+                token = exchange.step(response.auth_bytes)
+            except Exception as exc:  # noqa: BLE001 - the exchange refuses the server
+                self._shutdown(ConnectError, f"the SASL {mechanism} answer of "
+                               f"{self.host}:{self.port} is refused: {exc}")
+                return
+
     async def _negotiate(self):
         """ApiVersions, highest version first; on UNSUPPORTED_VERSION retry at
         min(this version - 1, the peer's highest ApiVersions version), as Kafka clients do."""
@@ -280,19 +357,10 @@ class Connection:
 
         version = ApiVersionsRequest.valid_versions[1]
         while True:
-            future = self._loop.create_future()
             body = ApiVersionsRequest(client_software_name="kraftcore",
                                       client_software_version=__version__)
-            req = _Request(body, _API_VERSIONS_KEY, version, _future_callback(future),
-                           self.connect_timeout_ms, False)
-            self._set_deadline(req, self._loop.time() + self.connect_timeout_ms / 1000)
-            self._write(req)
-            self._flush()
-            try:
-                response = await future
-            except (ConnectionClosedError, RequestTimeoutError) as exc:
-                self._shutdown(ConnectError, f"{self.host}:{self.port} did not answer "
-                               f"ApiVersions: {exc}")
+            response = await self._setup_request(body, _API_VERSIONS_KEY, version)
+            if response is None:
                 return
             if response.error_code == _UNSUPPORTED_VERSION:
                 theirs = max((k.max_version for k in response.api_keys

@@ -58,7 +58,8 @@ class PeerPool:
     `backoff_base_ms`, `backoff_ms_max`, `backoff_jitter` (Kafka's reconnect.backoff.ms,
     reconnect.backoff.max.ms and 0.2), and, per peer connection, `client_id`,
     `connect_timeout_ms`, `request_timeout_ms`, `inflight_per_peer_max`,
-    `queued_per_peer_max`, `frame_bytes_max`, `negotiate_versions` (see `Connection`).
+    `queued_per_peer_max`, `frame_bytes_max`, `negotiate_versions`, `ssl_context`, `sasl`
+    (see `Connection`).
     """
 
     def __init__(self, *, rng=None, client_id=CLIENT_ID,
@@ -69,13 +70,15 @@ class PeerPool:
                  request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
                  inflight_per_peer_max=limits.NET_INFLIGHT_REQUESTS_MAX,
                  queued_per_peer_max=limits.NET_QUEUED_REQUESTS_MAX,
-                 frame_bytes_max=limits.FRAME_BYTES_MAX, negotiate_versions=False):
+                 frame_bytes_max=limits.FRAME_BYTES_MAX, negotiate_versions=False,
+                 ssl_context=None, sasl=None):
         self._backoff = Backoff(backoff_base_ms, backoff_ms_max, backoff_jitter, rng)
         self._options = dict(client_id=client_id, connect_timeout_ms=connect_timeout_ms,
                              request_timeout_ms=request_timeout_ms,
                              inflight_max=inflight_per_peer_max,
                              queued_max=queued_per_peer_max, frame_bytes_max=frame_bytes_max,
-                             negotiate_versions=negotiate_versions)
+                             negotiate_versions=negotiate_versions,
+                             ssl_context=ssl_context, sasl=sasl)
         self._peers = {}
         self._connections = set()  # every connection not yet fully closed
         self._closed = False

@@ -81,8 +81,25 @@ node's `queued.max.request.bytes`). Each connection keeps these rules:
   UNSUPPORTED_VERSION and the same list, so the client can retry lower (KIP-511); the
   connection stays open.
 
+Security (`security`, a `ListenerSecurity`; none: PLAINTEXT):
+
+* TLS (SSL, SASL_SSL): the listener's `ssl.SSLContext` wraps every connection. A handshake
+  that fails is the end of that connection alone; one that does not finish within
+  `limits.NET_TLS_HANDSHAKE_MS_MAX` is dropped. Connection limits count a connection once
+  its handshake is done.
+* Who the client is: `peer.principal`. `User:ANONYMOUS` on PLAINTEXT; on SSL the verified
+  client certificate's name (`kraftcore.net.tls`), or ANONYMOUS without one; on SASL the
+  name the client authenticated as.
+* SASL (SASL_PLAINTEXT, SASL_SSL): the listener serves SaslHandshake (v1) and
+  SaslAuthenticate itself, through a `kraftcore.security.sasl` session per connection.
+  Until the client has authenticated it may send ApiVersions, SaslHandshake and
+  SaslAuthenticate only: any other request closes the connection, and so does an answer
+  with an error (unknown mechanism, wrong credentials, a request out of order), once it is
+  sent. A connection that has not authenticated `limits.NET_AUTHENTICATION_MS_MAX` after
+  its TLS handshake is closed.
+
 The handler is `handler(request, peer)`: `request` is a `kraftcore.protocol.framing.Request`
-and `peer` the client's (host, port). It returns the response message, or an awaitable of
+and `peer` the client's `Peer`: its (host, port), with `.principal` and `.listener`. It returns the response message, or an awaitable of
 it (a coroutine is run as a task and cancelled if its connection closes first). The
 listener encodes the response at the request's version with its correlation id. A Produce
 handler may answer None: nothing is sent (acks=0), and the connection goes on.
@@ -103,12 +120,19 @@ from kraftcore import limits
 from kraftcore.errors import ListenError, ProtocolError, UnsupportedVersionError
 from kraftcore.protocol import framing
 from kraftcore.protocol.apis import API_BY_KEY
+from kraftcore.net.tls import PrincipalMapper, certificate_principal
 from kraftcore.protocol.schema import Message
+from kraftcore.security.principal import ANONYMOUS
 from kraftcore.types import FileRegion
 
 log = logging.getLogger("kraftcore.net")
 
 _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
+_SASL_HANDSHAKE_KEY = 17
+_SASL_AUTHENTICATE_KEY = 36
+_SASL_KEYS = (_SASL_HANDSHAKE_KEY, _SASL_AUTHENTICATE_KEY)
+# SaslHandshake v0 (raw SASL tokens after it) is not served: v1 and SaslAuthenticate only.
+_SASL_VERSIONS = {_SASL_HANDSHAKE_KEY: (1, 1)}
 _PRODUCE_KEY = 0
 _CORK_BYTES = limits.NET_SERVER_CORK_BYTES_MAX
 _READ_BYTES = limits.NET_SERVER_READ_BYTES_MAX
@@ -116,6 +140,48 @@ _GUARANTEED_BYTES = limits.NET_CONNECTION_GUARANTEED_BYTES_MIN
 _HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN
 _SIZE = struct.Struct(">i")
 _size_at = _SIZE.unpack_from
+
+
+class Peer(tuple):
+    """A client: its (host, port), and who it is. `principal`: a
+    `kraftcore.security.principal.KafkaPrincipal`; `listener`: the name of the listener it
+    reached (None for a listener without one)."""
+
+    def __new__(cls, host, port, principal=ANONYMOUS, listener=None):
+        self = super().__new__(cls, (host, port))
+        self.principal = principal
+        self.listener = listener
+        return self
+
+    def __repr__(self):
+        return f"Peer({self[0]!r}, {self[1]!r}, {str(self.principal)!r})"
+
+
+class ListenerSecurity:
+    """How a listener authenticates its clients. `protocol`: Kafka's security protocol
+    name; `ssl_context`: the server context (SSL, SASL_SSL); `principal_mapper`: a
+    `kraftcore.net.tls.PrincipalMapper` for client certificates (None: DEFAULT, the name
+    as it is); `sasl_session`: a callable
+    that makes one `kraftcore.security.sasl.SaslServerSession` per connection (SASL_*)."""
+
+    def __init__(self, protocol, *, ssl_context=None, principal_mapper=None,
+                 sasl_session=None):
+        tls = protocol in ("SSL", "SASL_SSL")
+        sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"unknown security protocol {protocol!r}")
+        if tls != (ssl_context is not None):
+            raise ValueError(f"{protocol} {'needs' if tls else 'takes no'} ssl_context")
+        if sasl != (sasl_session is not None):
+            raise ValueError(f"{protocol} {'needs' if sasl else 'takes no'} sasl_session")
+        self.protocol = protocol
+        self.ssl_context = ssl_context
+        self.principal_mapper = (PrincipalMapper("DEFAULT") if principal_mapper is None
+                                 else principal_mapper)
+        self.sasl_session = sasl_session
+
+
+_PLAINTEXT = ListenerSecurity("PLAINTEXT")
 
 
 def _close_regions(parts):
@@ -224,7 +290,7 @@ class Listener:
 
     def __init__(self, handler, *, frame_bytes_max, inflight_per_connection_max,
                  connections_max, connections_per_ip_max, connections_idle_ms_max, memory,
-                 api_keys, handle_api_versions, name):
+                 api_keys, handle_api_versions, name, security=None, listener_name=None):
         _check_positive("frame_bytes_max", frame_bytes_max)
         _check_positive("inflight_per_connection_max", inflight_per_connection_max)
         _check_positive("connections_max", connections_max)
@@ -257,6 +323,17 @@ class Listener:
                                          f"within the known {low}-{high}")
                     ranges[key] = tuple(narrowed)
             served[_API_VERSIONS_KEY] = API_BY_KEY[_API_VERSIONS_KEY]
+        security = _PLAINTEXT if security is None else security
+        if not isinstance(security, ListenerSecurity):
+            raise TypeError(f"security must be a ListenerSecurity, not "
+                            f"{type(security).__name__}")
+        for key in _SASL_KEYS:  # served by the listener itself, on SASL listeners only
+            served.pop(key, None)
+            if security.sasl_session is not None:
+                served[key] = API_BY_KEY[key]
+                ranges[key] = _SASL_VERSIONS.get(key, API_BY_KEY[key].valid_versions)
+        self.security = security
+        self.listener_name = listener_name
         self.handler = handler
         self.name = name
         self.frame_bytes_max = frame_bytes_max
@@ -296,21 +373,30 @@ class Listener:
                     inflight_per_connection_max=limits.NET_SERVER_INFLIGHT_REQUESTS_MAX,
                     connections_max=limits.NET_LISTENER_CONNECTIONS_MAX,
                     connections_per_ip_max=None, connections_idle_ms_max=None, memory=None,
-                    api_keys=None, handle_api_versions=True, name="kraftcore"):
+                    api_keys=None, handle_api_versions=True, name="kraftcore", security=None,
+                    listener_name=None):
         """Listen on `host`:`port` (port 0: a free port, see `.port`). `api_keys` limits the
         APIs served and advertised (default: every API kraftcore implements; ApiVersions is
         always served). `connections_per_ip_max` and `connections_idle_ms_max` None: no
         limit. `memory`: a `RequestMemory` shared with other listeners (default: one of this
-        listener's own, of `frame_bytes_max`). `name` prefixes the log lines."""
+        listener's own, of `frame_bytes_max`). `name` prefixes the log lines. `security`: a
+        `ListenerSecurity` (None: PLAINTEXT); `listener_name` is given to handlers as
+        `peer.listener`."""
         self = cls(handler, frame_bytes_max=frame_bytes_max,
                    inflight_per_connection_max=inflight_per_connection_max,
                    connections_max=connections_max,
                    connections_per_ip_max=connections_per_ip_max,
                    connections_idle_ms_max=connections_idle_ms_max, memory=memory,
-                   api_keys=api_keys, handle_api_versions=handle_api_versions, name=name)
+                   api_keys=api_keys, handle_api_versions=handle_api_versions, name=name,
+                   security=security, listener_name=listener_name)
         loop = asyncio.get_running_loop()
+        tls = {}
+        if self.security.ssl_context is not None:
+            tls = dict(ssl=self.security.ssl_context,
+                       ssl_handshake_timeout=limits.NET_TLS_HANDSHAKE_MS_MAX / 1000)
         try:
-            self._server = await loop.create_server(lambda: _ServerConnection(self), host, port)
+            self._server = await loop.create_server(lambda: _ServerConnection(self), host,
+                                                    port, **tls)
         except OSError as exc:
             raise ListenError(f"{name}: cannot listen on {host}:{port}: "
                               f"{exc.strerror or exc}; choose another port or stop the "
@@ -475,6 +561,13 @@ class Listener:
             await asyncio.wait(list(self._tasks))
 
 
+def _certificate_principal(transport, security):
+    """The principal of a TLS connection's verified client certificate (ANONYMOUS without
+    one)."""
+    return certificate_principal(transport.get_extra_info("peercert"),
+                                 security.principal_mapper)
+
+
 class _Slot:
     """A request whose response is not written yet: `frame` is set once it is ready.
     `charge`: the request's bytes counted in the request memory until it is answered."""
@@ -529,23 +622,48 @@ class _ServerConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._reading_paused = False
         self._writing_paused = False
+        self._sasl = None  # the SASL session until the client has authenticated
+        self._auth_timer = None
 
     # ------------------------------------------------------------------ transport events
 
     def connection_made(self, transport):
         self._transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.peer = tuple(peer[:2])
         listener = self._listener
+        security = listener.security
+        address = transport.get_extra_info("peername")
+        host, port = tuple(address[:2]) if address else ("?", 0)
+        self.peer = Peer(host, port, ANONYMOUS, listener.listener_name)
         if not listener._admit(self):
             self._closed = True
             transport.abort()
             return
-        self._idle_since = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        self._idle_since = loop.time()
+        if security.sasl_session is not None:
+            self._sasl = security.sasl_session()
+            self._auth_timer = loop.call_later(limits.NET_AUTHENTICATION_MS_MAX / 1000,
+                                               self._authentication_expired)
+        elif security.ssl_context is not None:
+            try:
+                principal = _certificate_principal(transport, security)
+            except ValueError as exc:
+                log.warning("%s: closing the connection from %s:%s: %s", listener.name,
+                            host, port, exc)
+                self.abort()
+                return
+            self.peer = Peer(host, port, principal, listener.listener_name)
+
+    def _authentication_expired(self):
+        self._auth_timer = None
+        if not self._closed and self._sasl is not None:
+            self._fail(f"no SASL authentication within {limits.NET_AUTHENTICATION_MS_MAX} ms")
 
     def connection_lost(self, exc):
         self._closed = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
         if self._sender is not None:
             self._sender.cancel()
         self._drop_output()
@@ -825,6 +943,10 @@ class _ServerConnection(asyncio.BufferedProtocol):
             self._release(charged)
             self._respond(listener._api_versions_frame(version, correlation_id))
             return
+        if self._sasl is not None or api_key in _SASL_KEYS:
+            self._release(charged)
+            self._authenticate(request, api)
+            return
         try:
             result = listener.handler(request, self.peer)
         except Exception:  # noqa: BLE001 - a handler bug closes this connection only
@@ -853,6 +975,38 @@ class _ServerConnection(asyncio.BufferedProtocol):
         else:
             self._fail(f"the handler returned {type(result).__name__} for {api.name} "
                        f"v{version}, not a response message")
+
+    def _authenticate(self, request, api):
+        """SaslHandshake and SaslAuthenticate, and anything else sent before the client has
+        authenticated (which closes the connection)."""
+        sasl = self._sasl
+        if sasl is None:  # authenticated already (SASL requests need a SASL listener)
+            self._fail(f"{api.name} after the client authenticated; re-authentication is "
+                       "not supported")
+            return
+        if request.api_key == _SASL_HANDSHAKE_KEY:
+            answer = sasl.handshake(request.api_version, request.body)
+        elif request.api_key == _SASL_AUTHENTICATE_KEY:
+            answer = sasl.authenticate(request.api_version, request.body)
+        else:
+            self._fail(f"{api.name} before SASL authentication (only ApiVersions, "
+                       "SaslHandshake and SaslAuthenticate may come first)")
+            return
+        frame = self._encode(request, answer)
+        if frame is None:
+            return
+        self._respond(frame)
+        if answer.error_code:
+            message = getattr(answer, "error_message", None)
+            self._fail(f"SASL {api.name} refused (error {answer.error_code}"
+                       f"{': ' + message if message else ''})")
+        elif getattr(sasl, "complete", False):
+            self._sasl = None
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+                self._auth_timer = None
+            host, port = self.peer
+            self.peer = Peer(host, port, sasl.principal, self._listener.listener_name)
 
     def _encode(self, request, body):
         """The response frame for `body`, or None after closing the connection when `body`
