@@ -302,3 +302,12 @@ class RaftEpochExhaustedError(RaftStateError):
     elect no leader any more. The node stops. Its committed metadata is intact; move it to
     a newly formatted quorum (load the latest snapshot there), since no Kafka-compatible log
     can carry a larger epoch."""
+
+
+# ------------------------------------------------------------------------------ security
+
+
+class SaslAuthenticationError(KraftcoreError):
+    """A SASL exchange failed: bad credentials, an unknown user, or a message that breaks
+    its mechanism's rules. The message is what the peer is told (Kafka answers with
+    SASL_AUTHENTICATION_FAILED and this text, then closes the connection)."""
