@@ -40,6 +40,8 @@ dispatch table and its handlers. The node process plugs it into its broker liste
 | OffsetForLeaderEpoch (23) | 2-4 | where an epoch ends in the leader's log |
 | DescribeConfigs (32), DescribeCluster (60) | | from the image (`kraftcore.apis.reads`) |
 | CreateTopics (19), DeleteTopics (20), CreatePartitions (37), ElectLeaders (43), IncrementalAlterConfigs (44) | | forwarded to the active controller |
+| DescribeAcls (29), DescribeUserScramCredentials (50) | 0-3, 0 | from the image (`kraftcore.apis.security`) |
+| CreateAcls (30), DeleteAcls (31), AlterUserScramCredentials (51) | 0-3, 0-3, 0 | forwarded to the active controller |
 
 Per-partition refusals carry Kafka's codes (`kraftcore.broker.partition.PartitionError`);
 the rules every answer keeps are `kraftcore.apis.dispatch`'s. A Produce with acks=0 is
@@ -52,6 +54,7 @@ import asyncio
 from kraftcore.apis.dispatch import request_handler
 from kraftcore.apis.errors import invalid_request
 from kraftcore.apis.reads import INTERNAL_TOPICS, describe_cluster, describe_configs, metadata
+from kraftcore.apis.security import SECURITY_READS, SECURITY_WRITES
 from kraftcore.broker.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 from kraftcore.broker.groups import GroupError, JoinRequest
 from kraftcore.broker.partition import PartitionError
@@ -963,16 +966,16 @@ def _forwarded(key):
     return forward
 
 
-FORWARDED_API_KEYS = frozenset((19, 20, 37, 43, 44))
-"""CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, IncrementalAlterConfigs:
-sent on to the active controller."""
+FORWARDED_API_KEYS = frozenset((19, 20, 37, 43, 44, *SECURITY_WRITES))
+"""CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, IncrementalAlterConfigs,
+CreateAcls, DeleteAcls, AlterUserScramCredentials: sent on to the active controller."""
 
 _HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit,
              9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
              13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
              22: init_producer_id, 23: offset_for_leader_epoch, 42: delete_groups,
              47: offset_delete,
-             32: describe_configs, 60: describe_cluster,
+             32: describe_configs, 60: describe_cluster, **SECURITY_READS,
              **{key: _forwarded(key) for key in FORWARDED_API_KEYS}}
 
 BROKER_API_KEYS = frozenset(_HANDLERS)

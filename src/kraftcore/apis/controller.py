@@ -34,6 +34,8 @@ controller listener:
 | AlterPartition (56) | 0-3 | `alter_partition`, one call per partition |
 | DescribeCluster (60), Metadata (3), DescribeConfigs (32) | `kraftcore.apis.reads` | none |
 | ControllerRegistration (70) | 0 | `register_controller` (metadata.version 3.7-IV0+) |
+| DescribeAcls (29), CreateAcls (30), DeleteAcls (31) | 0-3 | `kraftcore.apis.security` |
+| DescribeUserScramCredentials (50), AlterUserScramCredentials (51) | 0 | `kraftcore.apis.security` |
 
 Error rules, as Kafka's `ControllerApis` has them:
 
@@ -69,6 +71,7 @@ from kraftcore.apis.errors import has_field, invalid_request
 from kraftcore.apis.reads import (CONFIG_DEFAULTS, CONFIG_SOURCE_DEFAULT,
                                   CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER, CONFIG_SOURCE_TOPIC,
                                   describe_cluster, describe_configs, metadata)
+from kraftcore.apis.security import SECURITY_HANDLERS
 from kraftcore.controller import election as E
 from kraftcore.controller.replication import NewTopic
 from kraftcore.errors import ControllerError
@@ -561,6 +564,7 @@ _HANDLERS = {
     70: _controller_registration, 19: _create_topics, 20: _delete_topics,
     37: _create_partitions, 44: _incremental_alter_configs, 43: _elect_leaders,
     56: _alter_partition, 60: describe_cluster, 3: metadata, 32: describe_configs,
+    **SECURITY_HANDLERS,
 }
 
 CONTROLLER_API_KEYS = frozenset(_HANDLERS)

@@ -8,7 +8,9 @@ This module owns where such an error goes in each response schema:
 * otherwise into every item the request named, once per distinct item, in request order
   (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs;
   FindCoordinator v4+ per key, OffsetCommit per partition, OffsetFetch v0-1 per partition
-  and v8+ per group, DescribeGroups and DeleteGroups per group); ElectLeaders and Metadata v13 get both.
+  and v8+ per group, DescribeGroups and DeleteGroups per group; CreateAcls per creation,
+  DeleteAcls per filter, AlterUserScramCredentials per user); ElectLeaders and Metadata
+  v13 get both.
 
 An error response never raises for the request's content: a body whose items cannot be
 walked gets the top-level fields only. It holds no state.
@@ -193,12 +195,34 @@ def _error_delete_groups(version, body, code, message):
     return cls(results=results)
 
 
+def _error_create_acls(version, body, code, message):
+    cls = m.CreateAclsResponse
+    return cls(results=[cls.AclCreationResult(error_code=code, error_message=message)
+                        for _ in body.creations])
+
+
+def _error_delete_acls(version, body, code, message):
+    cls = m.DeleteAclsResponse
+    return cls(filter_results=[cls.DeleteAclsFilterResult(error_code=code,
+                                                          error_message=message)
+                               for _ in body.filters])
+
+
+def _error_alter_scram(version, body, code, message):
+    cls = m.AlterUserScramCredentialsResponse
+    users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+    return cls(results=[cls.AlterUserScramCredentialsResult(user=user, error_code=code,
+                                                            error_message=message)
+                        for user in users])
+
+
 _ERROR_BUILDERS = {
     19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
     44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
     60: _error_describe_cluster, 32: _error_describe_configs, 10: _error_find_coordinator,
     8: _error_offset_commit, 9: _error_offset_fetch, 15: _error_describe_groups,
-    42: _error_delete_groups,
+    42: _error_delete_groups, 30: _error_create_acls, 31: _error_delete_acls,
+    51: _error_alter_scram,
 }
 
 

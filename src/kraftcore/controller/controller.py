@@ -84,6 +84,7 @@ from kraftcore.controller.cluster import ClusterControl
 from kraftcore.controller.config import ControllerConfig
 from kraftcore.controller.queue import EventQueue
 from kraftcore.controller.replication import ReplicationControl
+from kraftcore.controller.security import SecurityControl
 from kraftcore.errors import (ControllerError, InvalidAppendError, MetadataError,
                               NotControllerError, NotLeaderError)
 from kraftcore.metadata import records as R
@@ -111,6 +112,7 @@ class QuorumController:
         self.queue = EventQueue()
         self.cluster = ClusterControl(self)
         self.replication = ReplicationControl(self)
+        self.security = SecurityControl(self)
         # The image write events read: the committed image plus our uncommitted records.
         self.working = self.loader.image
         self.active_epoch = None  # the epoch this node is active controller in, or None
@@ -285,8 +287,10 @@ class QuorumController:
             records.append(R.AbortTransactionRecord(
                 reason="the previous active controller left a transaction open"))
         if self.working.metadata_version() is None:
-            records.append(R.FeatureLevelRecord(
-                name=METADATA_VERSION, feature_level=self.config.bootstrap_metadata_version))
+            # An empty log: the bootstrap records (format's bootstrap.checkpoint), or else
+            # just the configured metadata.version.
+            records += self.config.bootstrap_records or [R.FeatureLevelRecord(
+                name=METADATA_VERSION, feature_level=self.config.bootstrap_metadata_version)]
         if records:
             self._write(records, None, None, now_ms)
         if not self.active:
@@ -566,6 +570,22 @@ class QuorumController:
     def elect_leaders(self, election, partitions=None):
         return self.submit("elect-leaders", lambda image, now:
                            self.replication.elect_leaders(image, election, partitions))
+
+    def create_acls(self, bindings):
+        """[(code, message)] per `AclBinding` (`controller.security`)."""
+        return self.submit("create-acls", lambda image, now:
+                           self.security.create_acls(image, bindings))
+
+    def delete_acls(self, filters):
+        """[(code, message, [deleted AclBinding])] per `AclBindingFilter`."""
+        return self.submit("delete-acls", lambda image, now:
+                           self.security.delete_acls(image, filters))
+
+    def alter_user_scram_credentials(self, deletions, upsertions):
+        """[(user, code, message)]: deletions [(user, mechanism)], upsertions [(user,
+        mechanism, iterations, salt, salted password)]."""
+        return self.submit("alter-user-scram-credentials", lambda image, now:
+                           self.security.alter_scram(image, deletions, upsertions))
 
     # ------------------------------------------------------------------ snapshots
 
