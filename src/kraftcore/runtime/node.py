@@ -56,10 +56,8 @@ from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
 from kraftcore.limits import (BROKER_FETCH_ZERO_COPY_BYTES_MIN, BROKER_LOG_OPENS_PER_TURN_MAX,
                               NODE_SHUTDOWN_WAIT_MS_MAX)
-from kraftcore.metadata.bootstrap import read_bootstrap_records
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
-from kraftcore.runtime.security import NodeSecurity
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
@@ -79,8 +77,8 @@ RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
 DESCRIBE_QUORUM = 55
 # How long a stopping node that resigned waits for its EndQuorumEpoch requests to go out.
 RESIGN_GRACE_MS = 200
-# Kafka's SecurityProtocol ids, as registrations carry them.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+# Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
+PLAINTEXT = 0
 
 
 class _Wakeup:
@@ -132,8 +130,7 @@ class ControllerRole(_Wakeup):
             snapshot_interval_bytes=config.snapshot_interval_bytes,
             snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now)
         self.controller = QuorumController(
-            node.driver, config=config.controller_config(node.cluster_id).with_bootstrap_records(
-                read_bootstrap_records(config.metadata_log_dir)),
+            node.driver, config=config.controller_config(node.cluster_id),
             rng=random.Random(), loader=loader, now_ms=now)
         self.registration = None  # set by `start`, once the listener is bound
         loader.record_listener = lambda image, records: log_metadata_changes(
@@ -143,8 +140,7 @@ class ControllerRole(_Wakeup):
         """Register as a controller reachable at host:port from now on."""
         self.registration = ControllerRegistration(
             self.node.node_id, Uuid.random(random.Random()),
-            [(name, host, port, SECURITY_PROTOCOL_IDS[self.node.config.listener_protocol(name)])
-             for name in (self.node.config.controller_listener_name,)])
+            [(self.node.config.controller_listener_name, host, port, PLAINTEXT)])
 
     def on_ready(self, ready):
         controller = self.controller
@@ -254,10 +250,7 @@ class BrokerRole(_Wakeup):
                                   backoff_ms=config.log_cleaner_backoff_ms) \
             if config.log_cleaner_enable else None
         # Broker-to-broker connections (replica fetches), by broker id.
-        self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000,
-                                    **node.security.client_options(
-                                        config.inter_broker_listener_name,
-                                        node.security.settings.inter_broker_mechanism))
+        self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000)
         self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
                                         config, lambda: self.lifecycle.broker_epoch)
         self.groups = BrokerGroups(self)
@@ -584,11 +577,7 @@ class Node:
                         "holds: that is safe only if the other voters hold all of them"
                         if self.node_id in self.voters else "")
         raft_config = config.raft_config(self.cluster_id)
-        self.security = NodeSecurity(config, self._current_image)
-        self.pool = PeerPool(rng=random.Random(), **self.security.client_options(
-                                 config.controller_listener_name,
-                                 self.security.settings.controller_mechanism),
-                             request_timeout_ms=raft_config.request_timeout_ms
+        self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
                              + raft_config.fetch_wait_ms_max)
         for voter_id, (host, port) in self.voters.items():
             if voter_id != self.node_id:
@@ -605,12 +594,10 @@ class Node:
         wrap = self.metrics.wrap if self.metrics is not None else (lambda handler: handler)
         if config.is_controller:
             host, port = config.controller_listener
-            name = config.controller_listener_name
             self.listeners.append(await Listener.start(
                 host, port, wrap(self._handle),
                 api_keys=sorted(RAFT_APIS | CONTROLLER_API_KEYS),
-                memory=self.request_memory, security=self.security.listener(name),
-                listener_name=name,
+                memory=self.request_memory,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
             if self.metrics is not None:  # the queue times its events' waits
@@ -622,31 +609,19 @@ class Node:
             # everyone else's, itself included.
             self.pool.update(self.node_id, host, port)
         if config.is_broker:
-            # One listener per broker listener (the inter-broker one first); each answers
-            # ApiVersions and what kraftcore.apis.broker serves.
-            bound = {}
-            names = [config.inter_broker_listener_name] + [
-                li.name for li in config.listeners
-                if li.name != config.inter_broker_listener_name
-                and li.name not in config.controller_listener_names]
-            for name in names:
-                host, port = config.listener_address(name)
-                listener = await Listener.start(host, port, wrap(self._handle_broker),
-                                                api_keys={k: BROKER_VERSIONS.get(k)
-                                                          for k in sorted(BROKER_API_KEYS)},
-                                                memory=self.request_memory,
-                                                security=self.security.listener(name),
-                                                listener_name=name,
-                                                **config.listener_settings(),
-                                                name=f"broker-{self.node_id}"
-                                                + ("" if name == names[0] else f"-{name}"))
-                self.listeners.append(listener)
-                bound[name] = listener.port
+            host, port = config.broker_listener
+            # The listener answers ApiVersions and what kraftcore.apis.broker serves.
+            listener = await Listener.start(host, port, wrap(self._handle_broker),
+                                            api_keys={k: BROKER_VERSIONS.get(k)
+                                                      for k in sorted(BROKER_API_KEYS)},
+                                            memory=self.request_memory,
+                                            **config.listener_settings(),
+                                            name=f"broker-{self.node_id}")
+            self.listeners.append(listener)
             # What the broker registers: its advertised endpoints, with the bound port when
             # the configuration asked for any free one (0).
             self.broker_endpoints = [
-                (e.name, e.host or "127.0.0.1", e.port or bound.get(e.name, 0),
-                 SECURITY_PROTOCOL_IDS[config.listener_protocol(e.name)])
+                (e.name, e.host or "127.0.0.1", e.port or listener.port, PLAINTEXT)
                 for e in config.broker_endpoints]
             self.broker = BrokerRole(self)
             self.broker.start()
@@ -656,15 +631,6 @@ class Node:
         log.info("node %s started (%s): %s", self.node_id,
                  ", ".join(config.process_roles),
                  ", ".join(f"{h}:{p}" for h, p in (li.address for li in self.listeners)))
-
-    def _current_image(self):
-        """The node's latest metadata image: the controller's (a controller keeps the
-        freshest), else the broker's."""
-        if self.controller is not None:
-            return self.controller.controller.image
-        if self.broker is not None:
-            return self.broker.metadata.image
-        return None
 
     def _on_ready(self, ready):
         self.raft_events.observe(self.driver.clock())
