@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from kraftcore.errors import ConfigError
+from kraftcore.errors import ConfigError, MetadataError
+from kraftcore.metadata.bootstrap import check_bootstrap_records
 from kraftcore.metadata.records import METADATA_VERSION_LEVELS
 
 __all__ = ["ControllerConfig", "DEFAULT_METADATA_VERSION"]
@@ -34,8 +35,15 @@ class ControllerConfig:
     batch_records_max: int = 10_000
     # metadata.version written when the log is empty.
     bootstrap_metadata_version: int = DEFAULT_METADATA_VERSION
+    # The records written instead when the log is empty, when given (the node's
+    # bootstrap.checkpoint: metadata.version, then SCRAM credentials from format).
+    bootstrap_records: tuple = ()
     # producer ids per ProducerIdsRecord block
     producer_id_block_size: int = 1000
+
+    def with_bootstrap_records(self, records):
+        """This config with `bootstrap_records` set to `records` (() keeps the default)."""
+        return dataclasses.replace(self, bootstrap_records=tuple(records))
 
     def __post_init__(self):
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "default_partitions",
@@ -51,6 +59,12 @@ class ControllerConfig:
             raise ConfigError(f"bootstrap_metadata_version {self.bootstrap_metadata_version!r}"
                               " is not a known metadata.version level (1-"
                               f"{max(METADATA_VERSION_LEVELS.values())})")
+        if self.bootstrap_records:
+            try:
+                object.__setattr__(self, "bootstrap_records",
+                                   check_bootstrap_records(self.bootstrap_records))
+            except MetadataError as exc:
+                raise ConfigError(f"controller config bootstrap_records: {exc}") from None
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be "
                               f"below session_timeout_ms ({self.session_timeout_ms})")

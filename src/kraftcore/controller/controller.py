@@ -287,8 +287,10 @@ class QuorumController:
             records.append(R.AbortTransactionRecord(
                 reason="the previous active controller left a transaction open"))
         if self.working.metadata_version() is None:
-            records.append(R.FeatureLevelRecord(
-                name=METADATA_VERSION, feature_level=self.config.bootstrap_metadata_version))
+            # An empty log: the bootstrap records (format's bootstrap.checkpoint), or else
+            # just the configured metadata.version.
+            records += self.config.bootstrap_records or [R.FeatureLevelRecord(
+                name=METADATA_VERSION, feature_level=self.config.bootstrap_metadata_version)]
         if records:
             self._write(records, None, None, now_ms)
         if not self.active:

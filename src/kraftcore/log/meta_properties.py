@@ -320,7 +320,8 @@ def _format_hint(config, cluster_id="ID", extra=""):
     return f"run kraftcore format --config {source} --cluster-id {cluster_id}{extra}"
 
 
-def format_directories(config, cluster_id, *, rng=None, now_ms=None, ignore_formatted=False):
+def format_directories(config, cluster_id, *, rng=None, now_ms=None, ignore_formatted=False,
+                       before_write=None):
     """Format every directory of the node `config` describes (a `NodeConfig`: its
     `node_id`, `log_dirs`, `metadata_log_dir`) for cluster `cluster_id`: create each
     directory and write its `meta.properties` with a fresh random directory id (drawn
@@ -330,7 +331,10 @@ def format_directories(config, cluster_id, *, rng=None, now_ms=None, ignore_form
     Every directory is checked before anything is written: a formatted one raises
     AlreadyFormattedError (with `ignore_formatted`, it is skipped instead, if it belongs to
     this cluster and node), a path that is not a directory or cannot be created raises
-    MetaPropertiesError, a bad cluster id ConfigError."""
+    MetaPropertiesError, a bad cluster id ConfigError. `before_write(directory)`, when
+    given, runs after a directory is created and before its meta.properties is written
+    (the bootstrap file goes there first, so a formatted directory always has it); an
+    OSError from it is a MetaPropertiesError."""
     validate_cluster_id(cluster_id)
     rng = rng or random.SystemRandom()
     directories = node_directories(config)
@@ -367,6 +371,8 @@ def format_directories(config, cluster_id, *, rng=None, now_ms=None, ignore_form
                               directory_id=directory_id)
         try:
             os.makedirs(directory, exist_ok=True)
+            if before_write is not None:
+                before_write(directory)
             write_meta_properties(directory, meta, now_ms)
         except OSError as exc:
             raise MetaPropertiesError(

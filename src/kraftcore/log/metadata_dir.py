@@ -105,7 +105,8 @@ def find_metadata_dir(path):
             continue
         except OSError as exc:
             raise MetadataLoadError(f"cannot read {candidate}: {_describe(exc)}") from None
-        if any(_is_segment(n) or n.endswith(SNAPSHOT_SUFFIX) for n in names):
+        if any(_is_segment(n) or (n.endswith(SNAPSHOT_SUFFIX)
+                                  and n != BOOTSTRAP_CHECKPOINT_FILE) for n in names):
             return candidate, names
         if candidate != path:  # an empty __cluster_metadata-0
             return candidate, names

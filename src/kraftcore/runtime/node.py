@@ -56,6 +56,7 @@ from kraftcore.controller.controller import QuorumController
 from kraftcore.errors import ControllerError, KraftcoreError, NotControllerError
 from kraftcore.limits import (BROKER_FETCH_ZERO_COPY_BYTES_MIN, BROKER_LOG_OPENS_PER_TURN_MAX,
                               NODE_SHUTDOWN_WAIT_MS_MAX)
+from kraftcore.metadata.bootstrap import read_bootstrap_records
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
 from kraftcore.protocol import messages as m
@@ -130,7 +131,8 @@ class ControllerRole(_Wakeup):
             snapshot_interval_bytes=config.snapshot_interval_bytes,
             snapshot_interval_ms=config.snapshot_interval_ms, now_ms=now)
         self.controller = QuorumController(
-            node.driver, config=config.controller_config(node.cluster_id),
+            node.driver, config=config.controller_config(node.cluster_id).with_bootstrap_records(
+                read_bootstrap_records(config.metadata_log_dir)),
             rng=random.Random(), loader=loader, now_ms=now)
         self.registration = None  # set by `start`, once the listener is bound
         loader.record_listener = lambda image, records: log_metadata_changes(
