@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     ("cluster", ("cluster",)),
     ("admin", ("quorum", "topics", "brokers", "configs")),
     ("groups", ("groups",)),
+    ("security", ("acls", "scram")),
     ("metadata_watch", ("metadata",)),
 )
 
