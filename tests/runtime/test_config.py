@@ -506,8 +506,11 @@ def test_inter_broker_listener_name():
 def test_security_inter_broker_protocol():
     assert config(BROKER, security_inter_broker_protocol="plaintext").broker_listener == \
         ("127.0.0.1", 9092)
-    refused(BROKER, "security.inter.broker.protocol", "PLAINTEXT only",
-            security_inter_broker_protocol="SSL")
+    # Kafka's rule: the inter-broker listener is the one named after the protocol
+    assert config(BROKER, security_inter_broker_protocol="ssl", listeners="SSL://:9093",
+                  ssl_keystore_location="/k.pem").inter_broker_listener_name == "SSL"
+    refused(BROKER, "security.inter.broker.protocol", "unknown security protocol",
+            security_inter_broker_protocol="TLS")
     refused(BROKER, "security.inter.broker.protocol", "set only one",
             security_inter_broker_protocol="PLAINTEXT", inter_broker_listener_name="PLAINTEXT")
 
@@ -544,8 +547,6 @@ def test_security_protocols():
     assert config(CONTROLLER, listener_security_protocol_map="controller:plaintext")
     refused(BROKER, "listener.security.protocol.map", "no security protocol for listener "
             "INTERNAL", listeners="INTERNAL://:9092", inter_broker_listener_name="INTERNAL")
-    refused(BROKER, "listener.security.protocol.map", "uses SSL", "PLAINTEXT only",
-            listeners="SSL://:9093", inter_broker_listener_name="SSL")
     refused(BROKER, "listener.security.protocol.map", "unknown security protocol 'TLS'",
             listener_security_protocol_map="PLAINTEXT:TLS")
     refused(BROKER, "listener.security.protocol.map", "LISTENER_NAME:SECURITY_PROTOCOL",
@@ -554,6 +555,66 @@ def test_security_protocols():
             listener_security_protocol_map="PLAINTEXT:PLAINTEXT,plaintext:PLAINTEXT")
     # A mapped protocol no listener uses does not matter.
     assert config(BROKER, listener_security_protocol_map="PLAINTEXT:PLAINTEXT,X:SSL")
+
+
+SASL_BROKER = dict(BROKER, **{
+    "listeners": "SASL_SSL://:9094", "inter.broker.listener.name": "SASL_SSL",
+    "ssl.keystore.location": "/etc/kraftcore/broker.pem",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+        'org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="broker" password="b-secret";',
+    "listener.name.sasl_ssl.plain.sasl.jaas.config":
+        'org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_alice="alice-secret";',
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:broker;User:CN=admin,O=Example",
+})
+
+
+def test_security_settings():
+    c = NodeConfig.from_mapping(SASL_BROKER)
+    assert c.unknown_keys == ()
+    security = c.security
+    listener = security.listener("SASL_SSL")
+    assert listener.protocol == "SASL_SSL" and listener.uses_tls and listener.uses_sasl
+    assert listener.sasl_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    assert listener.tls.keystore_location == "/etc/kraftcore/broker.pem"
+    assert listener.client_credentials("SCRAM-SHA-512") == ("broker", "b-secret")
+    assert listener.plain_users() == {"alice": "alice-secret"}
+    assert security.authorizer_enabled and not security.allow_everyone_if_no_acl_found
+    assert [str(p) for p in security.super_users] == ["User:broker", "User:CN=admin,O=Example"]
+    assert security.listener("CONTROLLER").protocol == "PLAINTEXT"
+    # a listener's own setting wins over the node's
+    own = config(dict(SASL_BROKER, **{"listener.name.sasl_ssl.ssl.client.auth": "required",
+                                      "ssl.client.auth": "none"}))
+    assert own.security.listener("SASL_SSL").tls.client_auth == "required"
+
+
+def test_security_settings_are_checked():
+    refused(SASL_BROKER, "ssl.keystore.type", "PEM files only", ssl_keystore_type="JKS")
+    refused(SASL_BROKER, "ssl.keystore.key", "inline", ssl_keystore_key="-----BEGIN")
+    refused(SASL_BROKER, "ssl.client.auth", "always", ssl_client_auth="always")
+    refused(SASL_BROKER, "sasl.enabled.mechanisms", "GSSAPI is not supported",
+            sasl_enabled_mechanisms="GSSAPI")
+    refused(SASL_BROKER, "sasl.mechanism.inter.broker.protocol", "PLAIN is not among",
+            sasl_enabled_mechanisms="SCRAM-SHA-512", sasl_mechanism_inter_broker_protocol="PLAIN")
+    scram_jaas = "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"
+    refused(dict(SASL_BROKER, **{scram_jaas: 'org.apache.kafka.common.security.scram.'
+                                              'ScramLoginModule required;'}),
+            scram_jaas, "no username")
+    plain_jaas = "listener.name.sasl_ssl.plain.sasl.jaas.config"
+    refused(dict(SASL_BROKER, **{plain_jaas: "not jaas"}), plain_jaas)
+    refused(SASL_BROKER, "authorizer.class.name", "not supported",
+            authorizer_class_name="kafka.security.authorizer.AclAuthorizer")
+    refused(SASL_BROKER, "super.users", "Type:name", super_users="alice")
+    refused(SASL_BROKER, "allow.everyone.if.no.acl.found", "true or false",
+            allow_everyone_if_no_acl_found="yes")
+    # Kafka's default mechanism for brokers to reach SASL controllers is GSSAPI
+    refused(dict(SASL_BROKER, **{"listener.security.protocol.map":
+                                 "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"}),
+            "sasl.enabled.mechanisms", "GSSAPI", sasl_enabled_mechanisms=None)
 
 
 # ------------------------------------------------------------------ directories

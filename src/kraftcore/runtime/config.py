@@ -31,6 +31,8 @@ from kraftcore.errors import ConfigError
 from kraftcore.layout import INT32_MAX, INT64_MAX
 from kraftcore.log.meta_properties import node_directories, parse_properties
 from kraftcore.raft.config import CLUSTER_METADATA_PARTITION, CLUSTER_METADATA_TOPIC, RaftConfig
+from kraftcore.runtime.security_config import (check_client_mechanism, is_security_key,
+                                               parse_security)
 
 __all__ = ["NodeConfig", "Listener", "parse_override", "KNOWN_KEYS", "DEFAULTS"]
 
@@ -297,7 +299,8 @@ class NodeConfig:
                                   f"{value!r}")
             texts[key] = value
         fields = _parse(texts)
-        return cls(**fields, unknown_keys=tuple(sorted(set(texts) - KNOWN_KEYS)),
+        return cls(**fields, unknown_keys=tuple(sorted(
+                       key for key in set(texts) - KNOWN_KEYS if not is_security_key(key))),
                    originals=tuple(sorted(texts.items())), source=source)
 
     def with_overrides(self, overrides):
@@ -326,8 +329,27 @@ class NodeConfig:
         _check_values(self)
         _check_listeners(self)
         _check_quorum(self)
+        _check_security(self)
 
     # ------------------------------------------------------------------ derived values
+
+    def listener_address(self, name):
+        """(host, port) listener `name` binds."""
+        return self._listener(name).address
+
+    def listener_protocol(self, name):
+        """The security protocol of listener `name` (`listener.security.protocol.map`; an
+        unmapped controller listener is PLAINTEXT, as in Kafka)."""
+        return dict(self.listener_security_protocol_map).get(name, PLAINTEXT)
+
+    @property
+    def security(self):
+        """The node's `SecurityConfig` (TLS, SASL and authorization settings of its
+        listeners and of the controller listener)."""
+        names = [listener.name for listener in self.listeners]
+        names += [n for n in self.controller_listener_names if n not in names]
+        return parse_security(dict(self.originals),
+                              {name: self.listener_protocol(name) for name in names})
 
     @property
     def is_controller(self):
@@ -671,10 +693,10 @@ def _parse(texts):
         if inter_broker is not None:
             _fail("security.inter.broker.protocol", "set only one of it and "
                   "inter.broker.listener.name")
-        if protocol.strip().upper() != PLAINTEXT:
-            _fail("security.inter.broker.protocol", f"{protocol.strip()!r}: kraftcore speaks "
-                  "PLAINTEXT only")
-        inter_broker = PLAINTEXT
+        if protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            _fail("security.inter.broker.protocol", f"unknown security protocol "
+                  f"{protocol.strip()!r} (known: {', '.join(SECURITY_PROTOCOLS)})")
+        inter_broker = protocol.strip().upper()  # Kafka: the listener of that name
     if inter_broker is not None:
         if not inter_broker.strip():
             _fail("inter.broker.listener.name", "empty")
@@ -793,6 +815,20 @@ def _names(listeners):
     return ", ".join(str(listener) for listener in listeners) or "none"
 
 
+def _check_security(config):
+    """The security keys parse, and this node can authenticate where it is a client: to
+    the controllers, and (a broker) to the other brokers."""
+    if not config.controller_listener_names:
+        return
+    security = config.security
+    check_client_mechanism(security, config.controller_listener_name,
+                           security.controller_mechanism, "sasl.mechanism.controller.protocol")
+    if config.is_broker and config.inter_broker_listener_name in security.listeners:
+        check_client_mechanism(security, config.inter_broker_listener_name,
+                               security.inter_broker_mechanism,
+                               "sasl.mechanism.inter.broker.protocol")
+
+
 def _check_listeners(config):
     listeners = config.listeners
     if not listeners:
@@ -828,9 +864,6 @@ def _check_listeners(config):
                       f"has no security protocol for listener {listener.name} (add "
                       f"{listener.name}:PLAINTEXT)")
             protocol = PLAINTEXT  # Kafka maps unmapped controller listeners to PLAINTEXT
-        if protocol != PLAINTEXT:
-            _fail("listener.security.protocol.map",
-                  f"listener {listener.name} uses {protocol}; kraftcore speaks PLAINTEXT only")
 
     if config.is_controller:
         for name in controller_names:

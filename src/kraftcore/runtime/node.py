@@ -43,6 +43,8 @@ import random
 import signal
 import time
 
+from kraftcore.apis.authorization import refusal
+from kraftcore.apis.errors import api_name
 from kraftcore.apis.broker import BROKER_API_KEYS, BROKER_VERSIONS, handle_broker_request
 from kraftcore.apis.controller import CONTROLLER_API_KEYS, handle_controller_request
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
@@ -59,6 +61,7 @@ from kraftcore.limits import (BROKER_FETCH_ZERO_COPY_BYTES_MIN, BROKER_LOG_OPENS
 from kraftcore.metadata.bootstrap import read_bootstrap_records
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
+from kraftcore.runtime.security import NodeSecurity
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
@@ -78,8 +81,8 @@ RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
 DESCRIBE_QUORUM = 55
 # How long a stopping node that resigned waits for its EndQuorumEpoch requests to go out.
 RESIGN_GRACE_MS = 200
-# Kafka's SecurityProtocol id of PLAINTEXT, the only one kraftcore speaks.
-PLAINTEXT = 0
+# Kafka's SecurityProtocol ids, as registrations carry them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class _Wakeup:
@@ -142,7 +145,8 @@ class ControllerRole(_Wakeup):
         """Register as a controller reachable at host:port from now on."""
         self.registration = ControllerRegistration(
             self.node.node_id, Uuid.random(random.Random()),
-            [(self.node.config.controller_listener_name, host, port, PLAINTEXT)])
+            [(name, host, port, SECURITY_PROTOCOL_IDS[self.node.config.listener_protocol(name)])
+             for name in (self.node.config.controller_listener_name,)])
 
     def on_ready(self, ready):
         controller = self.controller
@@ -252,7 +256,10 @@ class BrokerRole(_Wakeup):
                                   backoff_ms=config.log_cleaner_backoff_ms) \
             if config.log_cleaner_enable else None
         # Broker-to-broker connections (replica fetches), by broker id.
-        self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000)
+        self.broker_pool = PeerPool(rng=random.Random(), request_timeout_ms=30_000,
+                                    **node.security.client_options(
+                                        config.inter_broker_listener_name,
+                                        node.security.settings.inter_broker_mechanism))
         self.fetchers = ReplicaFetchers(config.node_id, self.replicas, self.broker_pool,
                                         config, lambda: self.lifecycle.broker_epoch)
         self.groups = BrokerGroups(self)
@@ -579,7 +586,11 @@ class Node:
                         "holds: that is safe only if the other voters hold all of them"
                         if self.node_id in self.voters else "")
         raft_config = config.raft_config(self.cluster_id)
-        self.pool = PeerPool(rng=random.Random(), request_timeout_ms=raft_config.request_timeout_ms
+        self.security = NodeSecurity(config, self._current_image)
+        self.pool = PeerPool(rng=random.Random(), **self.security.client_options(
+                                 config.controller_listener_name,
+                                 self.security.settings.controller_mechanism),
+                             request_timeout_ms=raft_config.request_timeout_ms
                              + raft_config.fetch_wait_ms_max)
         for voter_id, (host, port) in self.voters.items():
             if voter_id != self.node_id:
@@ -596,10 +607,12 @@ class Node:
         wrap = self.metrics.wrap if self.metrics is not None else (lambda handler: handler)
         if config.is_controller:
             host, port = config.controller_listener
+            name = config.controller_listener_name
             self.listeners.append(await Listener.start(
                 host, port, wrap(self._handle),
                 api_keys=sorted(RAFT_APIS | CONTROLLER_API_KEYS),
-                memory=self.request_memory,
+                memory=self.request_memory, security=self.security.listener(name),
+                listener_name=name,
                 **config.listener_settings(), name=f"controller-{self.node_id}"))
             self.controller = ControllerRole(self)
             if self.metrics is not None:  # the queue times its events' waits
@@ -611,19 +624,31 @@ class Node:
             # everyone else's, itself included.
             self.pool.update(self.node_id, host, port)
         if config.is_broker:
-            host, port = config.broker_listener
-            # The listener answers ApiVersions and what kraftcore.apis.broker serves.
-            listener = await Listener.start(host, port, wrap(self._handle_broker),
-                                            api_keys={k: BROKER_VERSIONS.get(k)
-                                                      for k in sorted(BROKER_API_KEYS)},
-                                            memory=self.request_memory,
-                                            **config.listener_settings(),
-                                            name=f"broker-{self.node_id}")
-            self.listeners.append(listener)
+            # One listener per broker listener (the inter-broker one first); each answers
+            # ApiVersions and what kraftcore.apis.broker serves.
+            bound = {}
+            names = [config.inter_broker_listener_name] + [
+                li.name for li in config.listeners
+                if li.name != config.inter_broker_listener_name
+                and li.name not in config.controller_listener_names]
+            for name in names:
+                host, port = config.listener_address(name)
+                listener = await Listener.start(host, port, wrap(self._handle_broker),
+                                                api_keys={k: BROKER_VERSIONS.get(k)
+                                                          for k in sorted(BROKER_API_KEYS)},
+                                                memory=self.request_memory,
+                                                security=self.security.listener(name),
+                                                listener_name=name,
+                                                **config.listener_settings(),
+                                                name=f"broker-{self.node_id}"
+                                                + ("" if name == names[0] else f"-{name}"))
+                self.listeners.append(listener)
+                bound[name] = listener.port
             # What the broker registers: its advertised endpoints, with the bound port when
             # the configuration asked for any free one (0).
             self.broker_endpoints = [
-                (e.name, e.host or "127.0.0.1", e.port or listener.port, PLAINTEXT)
+                (e.name, e.host or "127.0.0.1", e.port or bound.get(e.name, 0),
+                 SECURITY_PROTOCOL_IDS[config.listener_protocol(e.name)])
                 for e in config.broker_endpoints]
             self.broker = BrokerRole(self)
             self.broker.start()
@@ -633,6 +658,15 @@ class Node:
         log.info("node %s started (%s): %s", self.node_id,
                  ", ".join(config.process_roles),
                  ", ".join(f"{h}:{p}" for h, p in (li.address for li in self.listeners)))
+
+    def _current_image(self):
+        """The node's latest metadata image: the controller's (a controller keeps the
+        freshest), else the broker's."""
+        if self.controller is not None:
+            return self.controller.controller.image
+        if self.broker is not None:
+            return self.broker.metadata.image
+        return None
 
     def _on_ready(self, ready):
         self.raft_events.observe(self.driver.clock())
@@ -648,6 +682,9 @@ class Node:
         the listener, which would log it again for every request until the node is down;
         the driver answers the requests in flight at the failure the same way."""
         driver = self.driver
+        refused = self._refusal(request, peer, controller_listener=True)
+        if refused is not None:
+            return refused
         if request.api_key in RAFT_APIS:
             if driver.failed is None:
                 try:
@@ -673,7 +710,29 @@ class Node:
             for node_id, (host, port) in sorted(endpoints.items()) if node_id in self.voters]
         return response
 
+    def _refusal(self, request, peer, controller_listener=False):
+        """The authorization error answer of `request` from `peer`, or None when it may go
+        on (or when the node authorizes nothing: no `authorizer.class.name`)."""
+        security = self.security
+        authorizer = security.authorizer
+        if authorizer is None:
+            return None
+        security.refresh()
+        principal, host = peer.principal, peer[0]
+
+        def allowed(operation, resource_type, name):
+            return authorizer.authorize(principal, host, operation, resource_type, name)
+        answer = refusal(request, self._current_image(), allowed, controller_listener)
+        if answer is not None:
+            log.info("node %s: refused %s v%d from %s at %s:%s: not authorized",
+                     self.node_id, api_name(request.api_key), request.api_version,
+                     principal, *peer)
+        return answer
+
     async def _handle_broker(self, request, peer):
+        refused = self._refusal(request, peer)
+        if refused is not None:
+            return refused
         return await handle_broker_request(_BrokerView(self, request.client_id, peer), request)
 
     async def forward(self, api_key, version, body):

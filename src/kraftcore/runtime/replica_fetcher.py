@@ -50,6 +50,7 @@ class ReplicaFetchers:
         self.pool = pool
         self.config = config
         self.broker_epoch = broker_epoch
+        self._listener_name = getattr(config, "inter_broker_listener_name", None)
         self._tasks = {}  # leader id -> asyncio task
         self._wake = {}  # leader id -> asyncio.Event
         self.closed = False
@@ -63,7 +64,9 @@ class ReplicaFetchers:
         for leader_id in targets:
             broker = image.brokers.get(leader_id)
             if broker is not None and broker.end_points:
-                ep = broker.end_points[0]
+                # the leader's endpoint on the inter-broker listener (else its first)
+                ep = next((e for e in broker.end_points if e.name == self._listener_name),
+                          broker.end_points[0])
                 self.pool.update(leader_id, ep.host, ep.port)
             if leader_id not in self._tasks:
                 self._wake[leader_id] = asyncio.Event()

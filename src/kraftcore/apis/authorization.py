@@ -1,0 +1,171 @@
+"""Which permission each request needs, as Kafka's request handlers ask their authorizer.
+
+`required(request, image)` lists the (operation, resource type, resource name) checks a
+request must pass; `refusal(request, image, allowed)` runs them through `allowed(operation,
+resource type, name) -> bool` and returns the error answer of the first one that fails
+(None: the request may go on). The answer is the request's whole-request error
+(`kraftcore.apis.errors`), with Kafka's code for the resource: CLUSTER_AUTHORIZATION_FAILED,
+TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+The rules:
+
+* the requests between nodes need CLUSTER_ACTION on the cluster: Vote, BeginQuorumEpoch,
+  EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter, the controllers' Fetch of the metadata
+  log, BrokerRegistration, BrokerHeartbeat, ControllerRegistration, AlterPartition,
+  AllocateProducerIds, and a follower's Fetch and OffsetForLeaderEpoch on a broker;
+* cluster changes need ALTER on the cluster (UnregisterBroker, ElectLeaders, AddRaftVoter,
+  RemoveRaftVoter, CreateAcls, DeleteAcls, AlterUserScramCredentials); DescribeQuorum,
+  DescribeAcls and DescribeUserScramCredentials need DESCRIBE on it;
+* topics: Produce WRITE, a consumer's Fetch READ, ListOffsets, OffsetForLeaderEpoch and a
+  Metadata naming topics DESCRIBE, CreateTopics CREATE (on the cluster or on the topic),
+  DeleteTopics DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and
+  IncrementalAlterConfigs ALTER_CONFIGS (on the topic, or on the cluster for a broker's
+  configs);
+* groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ (and READ on
+  the committed topics), OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups and
+  OffsetDelete DELETE, FindCoordinator DESCRIBE on the group (or the transactional id);
+* InitProducerId: WRITE on its transactional id, or IDEMPOTENT_WRITE on the cluster.
+
+Where Kafka answers per topic or per group, kraftcore refuses the whole request when any of
+them is refused (every item then carries the error). A Metadata request for all topics, and
+ListGroups, are not filtered: they list every topic and group.
+"""
+
+from kraftcore.apis.errors import error_response
+from kraftcore.protocol.error_codes import ErrorCode
+from kraftcore.security.acls import AclOperation as Op
+from kraftcore.security.acls import ResourceType as Res
+
+__all__ = ["required", "refusal", "CLUSTER_NAME"]
+
+CLUSTER_NAME = "kafka-cluster"
+_E = ErrorCode
+_REFUSAL_CODE = {
+    Res.CLUSTER: _E.CLUSTER_AUTHORIZATION_FAILED,
+    Res.TOPIC: _E.TOPIC_AUTHORIZATION_FAILED,
+    Res.GROUP: _E.GROUP_AUTHORIZATION_FAILED,
+    Res.TRANSACTIONAL_ID: _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+# API key -> the operation it needs on the cluster, whatever it carries.
+_CLUSTER = {
+    52: Op.CLUSTER_ACTION, 53: Op.CLUSTER_ACTION, 54: Op.CLUSTER_ACTION,
+    59: Op.CLUSTER_ACTION, 82: Op.CLUSTER_ACTION, 56: Op.CLUSTER_ACTION,
+    62: Op.CLUSTER_ACTION, 63: Op.CLUSTER_ACTION, 70: Op.CLUSTER_ACTION,
+    67: Op.CLUSTER_ACTION,
+    64: Op.ALTER, 43: Op.ALTER, 80: Op.ALTER, 81: Op.ALTER, 30: Op.ALTER, 31: Op.ALTER,
+    51: Op.ALTER,
+    55: Op.DESCRIBE, 29: Op.DESCRIBE, 50: Op.DESCRIBE,
+}
+_GROUP_READ = (11, 12, 13, 14)  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
+_CONFIG_TOPIC, _CONFIG_BROKER = 2, 4  # DescribeConfigs / IncrementalAlterConfigs types
+
+
+def _cluster(operation):
+    return [(operation, Res.CLUSTER, CLUSTER_NAME)]
+
+
+def _topics(operation, names):
+    return [(operation, Res.TOPIC, name) for name in dict.fromkeys(names) if name]
+
+
+def _name_of(image, name, topic_id):
+    if name:
+        return name
+    topic = image.topics.get(topic_id) if image is not None else None
+    return topic.name if topic is not None else None
+
+
+def _replica_id(version, body):
+    if version >= 15 and getattr(body, "replica_state", None) is not None:
+        return body.replica_state.replica_id
+    return getattr(body, "replica_id", -1)
+
+
+def required(request, image, controller_listener=False):
+    """The checks `request` needs, in order: [(operation, resource type, name)].
+    `controller_listener`: it came to a controller (a Fetch there reads the metadata log)."""
+    key, version, body = request.api_key, request.api_version, request.body
+    operation = _CLUSTER.get(key)
+    if operation is not None:
+        return _cluster(operation)
+    if key == 0:  # Produce
+        return _topics(Op.WRITE, (_name_of(image, t.name, getattr(t, "topic_id", None))
+                                  for t in body.topic_data))
+    if key == 1:  # Fetch
+        if controller_listener or _replica_id(version, body) >= 0:
+            return _cluster(Op.CLUSTER_ACTION)
+        return _topics(Op.READ, (_name_of(image, getattr(t, "topic", None),
+                                          getattr(t, "topic_id", None)) for t in body.topics))
+    if key == 2:  # ListOffsets
+        return _topics(Op.DESCRIBE, (t.name for t in body.topics))
+    if key == 23:  # OffsetForLeaderEpoch
+        if getattr(body, "replica_id", -1) >= 0:
+            return _cluster(Op.CLUSTER_ACTION)
+        return _topics(Op.DESCRIBE, (t.topic for t in body.topics))
+    if key == 3:  # Metadata
+        if not body.topics:
+            return []
+        return _topics(Op.DESCRIBE, (_name_of(image, t.name, getattr(t, "topic_id", None))
+                                     for t in body.topics))
+    if key == 19:  # CreateTopics: CREATE on the cluster, else on each topic
+        return [("create-topics", Res.TOPIC, [t.name for t in body.topics])]
+    if key == 20:  # DeleteTopics
+        names = list(body.topic_names or ())
+        names += [_name_of(image, t.name, t.topic_id) for t in (body.topics or ())]
+        return _topics(Op.DELETE, names)
+    if key == 37:  # CreatePartitions
+        return _topics(Op.ALTER, (t.name for t in body.topics))
+    if key in (32, 44):  # DescribeConfigs, IncrementalAlterConfigs
+        operation = Op.DESCRIBE_CONFIGS if key == 32 else Op.ALTER_CONFIGS
+        checks = []
+        for resource in body.resources:
+            if resource.resource_type == _CONFIG_TOPIC:
+                checks.append((operation, Res.TOPIC, resource.resource_name))
+            elif resource.resource_type == _CONFIG_BROKER:
+                checks.append((operation, Res.CLUSTER, CLUSTER_NAME))
+        return checks
+    if key in _GROUP_READ:
+        return [(Op.READ, Res.GROUP, body.group_id)]
+    if key == 8:  # OffsetCommit
+        return [(Op.READ, Res.GROUP, body.group_id)] + _topics(
+            Op.READ, (t.name for t in body.topics))
+    if key == 9:  # OffsetFetch
+        groups = [g.group_id for g in body.groups] if version >= 8 else [body.group_id]
+        return [(Op.DESCRIBE, Res.GROUP, g) for g in groups]
+    if key == 15:  # DescribeGroups
+        return [(Op.DESCRIBE, Res.GROUP, g) for g in body.groups]
+    if key == 42:  # DeleteGroups
+        return [(Op.DELETE, Res.GROUP, g) for g in body.groups_names]
+    if key == 47:  # OffsetDelete
+        return [(Op.DELETE, Res.GROUP, body.group_id)]
+    if key == 10:  # FindCoordinator
+        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+        resource = Res.TRANSACTIONAL_ID if body.key_type == 1 else Res.GROUP
+        return [(Op.DESCRIBE, resource, k) for k in keys]
+    if key == 22:  # InitProducerId
+        if body.transactional_id:
+            return [(Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id)]
+        return _cluster(Op.IDEMPOTENT_WRITE)
+    return []
+
+
+def refusal(request, image, allowed, controller_listener=False):
+    """The error answer of the first check `request` fails, or None when it passes all."""
+    for operation, resource_type, name in required(request, image, controller_listener):
+        if operation == "create-topics":
+            if allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME):
+                continue
+            denied = [n for n in name if not allowed(Op.CREATE, Res.TOPIC, n)]
+            if not denied:
+                continue
+            resource_type = Res.TOPIC
+            detail = f"CREATE on topic {denied[0]!r}"
+        elif allowed(operation, resource_type, name):
+            continue
+        else:
+            detail = f"{operation.name} on {resource_type.name.lower()} {name!r}"
+        code = _REFUSAL_CODE[resource_type]
+        return error_response(request.api_key, request.api_version, request.body, code,
+                              f"not authorized: {detail}")
+    return None
