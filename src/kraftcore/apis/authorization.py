@@ -28,8 +28,10 @@ The rules:
 * InitProducerId: WRITE on its transactional id, or IDEMPOTENT_WRITE on the cluster.
 
 Where Kafka answers per topic or per group, kraftcore refuses the whole request when any of
-them is refused (every item then carries the error). A Metadata request for all topics, and
-ListGroups, are not filtered: they list every topic and group.
+them is refused (every item then carries the error). Answers that list what exists are
+filtered as Kafka filters them (`filtered(request, answer, allowed)`): a Metadata request
+for every topic lists only the topics the client may DESCRIBE, and ListGroups only the
+groups it may DESCRIBE (all of them with DESCRIBE on the cluster).
 """
 
 from kraftcore.apis.errors import error_response
@@ -37,7 +39,7 @@ from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.security.acls import AclOperation as Op
 from kraftcore.security.acls import ResourceType as Res
 
-__all__ = ["required", "refusal", "CLUSTER_NAME"]
+__all__ = ["required", "refusal", "filtered", "CLUSTER_NAME"]
 
 CLUSTER_NAME = "kafka-cluster"
 _E = ErrorCode
@@ -166,6 +168,24 @@ def refusal(request, image, allowed, controller_listener=False):
         else:
             detail = f"{operation.name} on {resource_type.name.lower()} {name!r}"
         code = _REFUSAL_CODE[resource_type]
-        return error_response(request.api_key, request.api_version, request.body, code,
-                              f"not authorized: {detail}")
+        answer = error_response(request.api_key, request.api_version, request.body, code,
+                                f"not authorized: {detail}")
+        if request.api_key == 1 and resource_type == Res.TOPIC:
+            answer.error_code = 0  # as Kafka: the fetch goes on, its partitions are refused
+        return answer
     return None
+
+
+def filtered(request, answer, allowed):
+    """`answer` to `request` without what the client may not see (the answer itself,
+    changed in place)."""
+    key = request.api_key
+    if answer is None:
+        return answer
+    if key == 3 and not request.body.topics:  # Metadata of every topic
+        answer.topics = [t for t in answer.topics
+                         if allowed(Op.DESCRIBE, Res.TOPIC, t.name)]
+    elif key == 16 and not allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):  # ListGroups
+        answer.groups = [g for g in answer.groups
+                         if allowed(Op.DESCRIBE, Res.GROUP, g.group_id)]
+    return answer

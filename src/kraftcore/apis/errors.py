@@ -6,7 +6,7 @@ This module owns where such an error goes in each response schema:
 * into the response's top-level ErrorCode (and ErrorMessage) when the schema has one at the
   request's version;
 * otherwise into every item the request named, once per distinct item, in request order
-  (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs;
+  (Produce, Fetch, ListOffsets and OffsetForLeaderEpoch per partition; CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs;
   FindCoordinator v4+ per key, OffsetCommit per partition, OffsetFetch v0-1 per partition
   and v8+ per group, DescribeGroups and DeleteGroups per group; CreateAcls per creation,
   DeleteAcls per filter, AlterUserScramCredentials per user); ElectLeaders and Metadata
@@ -216,7 +216,43 @@ def _error_alter_scram(version, body, code, message):
                         for user in users])
 
 
+def _error_produce(version, body, code, message):
+    cls = m.ProduceResponse
+    return cls(responses=[cls.TopicProduceResponse(
+        name=t.name, topic_id=t.topic_id, partition_responses=[
+            cls.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1,
+                                         log_append_time_ms=-1, log_start_offset=-1,
+                                         error_message=message)
+            for p in t.partition_data]) for t in body.topic_data])
+
+
+def _error_fetch(version, body, code, message):
+    cls = m.FetchResponse
+    return cls(error_code=code if version >= 7 else 0, responses=[cls.FetchableTopicResponse(
+        topic=t.topic, topic_id=t.topic_id, partitions=[
+            cls.PartitionData(partition_index=p.partition, error_code=code,
+                              high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+            for p in t.partitions]) for t in body.topics])
+
+
+def _error_list_offsets(version, body, code, message):
+    cls = m.ListOffsetsResponse
+    return cls(topics=[cls.ListOffsetsTopicResponse(name=t.name, partitions=[
+        cls.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code,
+                                         timestamp=-1, offset=-1)
+        for p in t.partitions]) for t in body.topics])
+
+
+def _error_offset_for_leader_epoch(version, body, code, message):
+    cls = m.OffsetForLeaderEpochResponse
+    return cls(topics=[cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+        cls.EpochEndOffset(partition=p.partition, error_code=code, leader_epoch=-1,
+                           end_offset=-1) for p in t.partitions]) for t in body.topics])
+
+
 _ERROR_BUILDERS = {
+    0: _error_produce, 1: _error_fetch, 2: _error_list_offsets,
+    23: _error_offset_for_leader_epoch,
     19: _error_create_topics, 20: _error_delete_topics, 37: _error_create_partitions,
     44: _error_alter_configs, 43: _error_elect_leaders, 3: _error_metadata,
     60: _error_describe_cluster, 32: _error_describe_configs, 10: _error_find_coordinator,

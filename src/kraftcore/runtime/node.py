@@ -43,7 +43,7 @@ import random
 import signal
 import time
 
-from kraftcore.apis.authorization import refusal
+from kraftcore.apis.authorization import filtered, refusal
 from kraftcore.apis.errors import api_name
 from kraftcore.apis.broker import BROKER_API_KEYS, BROKER_VERSIONS, handle_broker_request
 from kraftcore.apis.controller import CONTROLLER_API_KEYS, handle_controller_request
@@ -75,6 +75,8 @@ from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
 from kraftcore.types import Uuid
 
 log = logging.getLogger("kraftcore.runtime")
+# Refused requests, one line each (Kafka logs its denials to kafka.authorizer.logger).
+_authorizer_log = logging.getLogger("kraftcore.authorizer")
 
 # Fetch, Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum, FetchSnapshot
 RAFT_APIS = frozenset((1, 52, 53, 54, 55, 59))
@@ -682,9 +684,11 @@ class Node:
         the listener, which would log it again for every request until the node is down;
         the driver answers the requests in flight at the failure the same way."""
         driver = self.driver
-        refused = self._refusal(request, peer, controller_listener=True)
-        if refused is not None:
-            return refused
+        allowed = self._allowed(peer)
+        if allowed is not None:
+            refused = self._refusal(request, peer, allowed, controller_listener=True)
+            if refused is not None:
+                return refused
         if request.api_key in RAFT_APIS:
             if driver.failed is None:
                 try:
@@ -710,30 +714,40 @@ class Node:
             for node_id, (host, port) in sorted(endpoints.items()) if node_id in self.voters]
         return response
 
-    def _refusal(self, request, peer, controller_listener=False):
-        """The authorization error answer of `request` from `peer`, or None when it may go
-        on (or when the node authorizes nothing: no `authorizer.class.name`)."""
-        security = self.security
-        authorizer = security.authorizer
+    def _allowed(self, peer):
+        """`allowed(operation, resource type, name)` of `peer`'s principal, or None when
+        the node authorizes nothing (no `authorizer.class.name`)."""
+        authorizer = self.security.authorizer
         if authorizer is None:
             return None
-        security.refresh()
+        self.security.refresh()
         principal, host = peer.principal, peer[0]
 
         def allowed(operation, resource_type, name):
             return authorizer.authorize(principal, host, operation, resource_type, name)
+        return allowed
+
+    def _refusal(self, request, peer, allowed, controller_listener=False):
+        """The authorization error answer of `request` from `peer` (logged), or None when
+        it may go on."""
         answer = refusal(request, self._current_image(), allowed, controller_listener)
         if answer is not None:
-            log.info("node %s: refused %s v%d from %s at %s:%s: not authorized",
+            _authorizer_log.info("node %s: refused %s v%d from %s at %s:%s: not authorized",
                      self.node_id, api_name(request.api_key), request.api_version,
-                     principal, *peer)
+                     peer.principal, *peer)
         return answer
 
     async def _handle_broker(self, request, peer):
-        refused = self._refusal(request, peer)
+        allowed = self._allowed(peer)
+        if allowed is None:
+            return await handle_broker_request(_BrokerView(self, request.client_id, peer),
+                                               request)
+        refused = self._refusal(request, peer, allowed)
         if refused is not None:
             return refused
-        return await handle_broker_request(_BrokerView(self, request.client_id, peer), request)
+        answer = await handle_broker_request(_BrokerView(self, request.client_id, peer),
+                                             request)
+        return filtered(request, answer, allowed)
 
     async def forward(self, api_key, version, body):
         """Send an admin request a client gave this broker on to the active controller
