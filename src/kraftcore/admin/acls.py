@@ -53,12 +53,14 @@ class SecurityAdmin(AdminConnections):
     """See the module docstring. `bootstrap`: [(host, port)]; `controller`: whether they
     are controllers' listeners."""
 
-    def __init__(self, bootstrap, *, controller=False, timeout_ms=TIMEOUT_MS_DEFAULT):
-        super().__init__(timeout_ms)
+    def __init__(self, bootstrap, *, controller=False, timeout_ms=TIMEOUT_MS_DEFAULT,
+                 connection_options=None):
+        super().__init__(timeout_ms, connection_options)
         self.bootstrap = [tuple(a) for a in bootstrap]
         if not self.bootstrap:
             raise ValueError("SecurityAdmin needs at least one bootstrap address")
-        self._controller = AdminClient(self.bootstrap[0], timeout_ms) if controller else None
+        self._controller = AdminClient(self.bootstrap[0], timeout_ms,
+                                       connection_options) if controller else None
 
     async def close(self):
         if self._controller is not None:

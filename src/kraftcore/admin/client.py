@@ -110,10 +110,12 @@ class Controllers:
 class AdminConnections:
     """The connections of an admin client: one per address it talks to, opened on first
     use with versions negotiated (ApiVersions), `timeout_ms` bounding each connect and
-    request, closed with the client (`close`, or `async with`)."""
+    request, closed with the client (`close`, or `async with`). `connection_options`:
+    TLS and SASL options of every connection (`kraftcore.admin.client_security`)."""
 
-    def __init__(self, timeout_ms=TIMEOUT_MS_DEFAULT):
+    def __init__(self, timeout_ms=TIMEOUT_MS_DEFAULT, connection_options=None):
         self.timeout_ms = timeout_ms
+        self.connection_options = dict(connection_options or {})
         self._conns = {}
 
     async def __aenter__(self):
@@ -136,7 +138,8 @@ class AdminConnections:
         if conn is None or conn.closed:
             conn = await Connection.open(
                 *address, client_id=CLIENT_ID, connect_timeout_ms=self.timeout_ms,
-                request_timeout_ms=self.timeout_ms, negotiate_versions=True)
+                request_timeout_ms=self.timeout_ms, negotiate_versions=True,
+                **self.connection_options)
             try:
                 self.check_listener(conn, address)
             except BaseException:
@@ -150,8 +153,8 @@ class AdminClient(AdminConnections):
     """An admin client bootstrapped at `bootstrap` (host, port); see the module docstring.
     Close it (`close`, or `async with`) to close its connections."""
 
-    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT):
-        super().__init__(timeout_ms)
+    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT, connection_options=None):
+        super().__init__(timeout_ms, connection_options)
         self.bootstrap = tuple(bootstrap)
         self._read_address = None
 
@@ -580,13 +583,14 @@ def quorum_summary(part, cluster_id, endpoints):
     }
 
 
-async def quorum_leader(address, timeout_s=2.0):
+async def quorum_leader(address, timeout_s=2.0, connection_options=None):
     """The leader id a controller at `address` reports through DescribeQuorum, or None
     (no answer, an error, or no leader)."""
     body = rpc.describe_quorum_request()
     try:
         connection = await Connection.open(*address, connect_timeout_ms=int(timeout_s * 1000),
-                                           request_timeout_ms=int(timeout_s * 1000))
+                                           request_timeout_ms=int(timeout_s * 1000),
+                                           **(connection_options or {}))
     except (KraftcoreError, OSError):
         return None
     try:

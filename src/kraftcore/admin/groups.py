@@ -169,8 +169,8 @@ class GroupAdmin(AdminConnections):
     """A group admin client bootstrapped at `bootstrap` [(host, port)]; see the module
     docstring. Close it (`close`, or `async with`) to close its connections."""
 
-    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT):
-        super().__init__(timeout_ms)
+    def __init__(self, bootstrap, timeout_ms=TIMEOUT_MS_DEFAULT, connection_options=None):
+        super().__init__(timeout_ms, connection_options)
         self.bootstrap = [tuple(a) for a in bootstrap]
         if not self.bootstrap:
             raise ValueError("GroupAdmin needs at least one bootstrap address")

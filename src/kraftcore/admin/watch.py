@@ -86,7 +86,8 @@ class MetadataWatch:
 
     def __init__(self, bootstrap, *, from_beginning=False, timeout_ms=TIMEOUT_MS_DEFAULT,
                  poll_interval_ms=POLL_INTERVAL_MS_DEFAULT,
-                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT, note=None):
+                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT, note=None,
+                 connection_options=None):
         for name, value in (("timeout_ms", timeout_ms), ("poll_interval_ms", poll_interval_ms),
                             ("request_timeout_ms", request_timeout_ms)):
             if value < 1:
@@ -97,7 +98,8 @@ class MetadataWatch:
         self.follower = LogFollower(0 if from_beginning else None)
         self.leader = None
         self._note = note or (lambda text: None)
-        self._admin = AdminClient(self.bootstrap, min(request_timeout_ms, timeout_ms))
+        self._admin = AdminClient(self.bootstrap, min(request_timeout_ms, timeout_ms),
+                                  connection_options)
         self._controllers = {}  # node id -> (host, port), from DescribeCluster
         self._announced = False
         self._lost = None  # the leader lost, until another one (or it) answers a Fetch

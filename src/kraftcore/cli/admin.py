@@ -59,6 +59,7 @@ def add_arguments(sub):
                         "controller from there")
     common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
                         help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
+    add_command_config(common)
 
     quorum = sub.add_parser("quorum", help="describe the metadata quorum",
                             description="The state of the KRaft metadata quorum, like "
@@ -156,6 +157,28 @@ def parse_address(text, flag="--bootstrap-controller"):
     return host, port
 
 
+def add_command_config(parser):
+    """The `--command-config FILE` option of the commands that talk to a cluster."""
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties for a secured listener: "
+                        "security.protocol, ssl.truststore.location, ssl.keystore.location, "
+                        "sasl.mechanism, sasl.jaas.config (docs/security.md)")
+
+
+def command_options(args):
+    """The connection options `--command-config` asks for ({} without it); a CommandError
+    (usage) when the file cannot be read or its settings are wrong."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    from kraftcore.admin.client_security import connection_options, read_command_config
+    from kraftcore.errors import ConfigError
+    try:
+        return connection_options(read_command_config(path))
+    except ConfigError as exc:
+        raise CommandError(f"--command-config {path}: {exc}", EXIT_USAGE) from None
+
+
 def _parse_pairs(pairs, what):
     out = {}
     for pair in pairs:
@@ -216,7 +239,7 @@ async def _main(args, address):
     # only the admin commands need the network.
     from kraftcore.admin.client import AdminClient, address_text
 
-    admin = AdminClient(address, args.timeout_ms)
+    admin = AdminClient(address, args.timeout_ms, command_options(args))
     command = _COMMANDS[(args.command, args.action)]
     try:
         lines = await asyncio.wait_for(command(admin, args), args.timeout_ms / 1000)

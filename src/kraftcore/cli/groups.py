@@ -31,7 +31,8 @@ import json
 import sys
 
 from kraftcore.cli.admin import (EXIT_OK, EXIT_USAGE, TIMEOUT_MS_DEFAULT, CommandError,
-                                 check_timeout, parse_address, run_reporting, table)
+                                 add_command_config, check_timeout, command_options,
+                                 parse_address, run_reporting, table)
 from kraftcore.errors import KraftcoreError
 
 __all__ = ["COMMANDS", "add_arguments", "run", "parse_topic", "parse_states",
@@ -51,6 +52,7 @@ def add_arguments(sub):
                        help="a controller's listener; the brokers are found from its metadata")
     common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
                         help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
+    add_command_config(common)
     common.add_argument("--json", action="store_true", help="one JSON object")
 
     groups = sub.add_parser(
@@ -206,7 +208,7 @@ async def _main(args, bootstrap, label):
     from kraftcore.admin.client import address_text
     from kraftcore.admin.groups import GroupAdmin
 
-    admin = GroupAdmin(bootstrap, args.timeout_ms)
+    admin = GroupAdmin(bootstrap, args.timeout_ms, command_options(args))
     warnings = []  # printed after the output, or before the error line
 
     def warn():

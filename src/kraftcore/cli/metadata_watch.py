@@ -20,7 +20,8 @@ import json
 import signal
 import sys
 
-from kraftcore.cli.admin import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, parse_address
+from kraftcore.cli.admin import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError,
+                                 add_command_config, command_options, parse_address)
 from kraftcore.errors import KraftcoreError
 
 __all__ = ["add_arguments", "run"]
@@ -52,6 +53,7 @@ def add_arguments(sub):
     watch.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
                        help="give up if no leader answers within this long at the start "
                        f"(default {TIMEOUT_MS_DEFAULT})")
+    add_command_config(watch)
     watch.add_argument("--poll-interval-ms", type=int, default=POLL_INTERVAL_MS_DEFAULT,
                        metavar="MS", help="ask the leader again after this long when "
                        f"nothing new has committed (default {POLL_INTERVAL_MS_DEFAULT})")
@@ -99,7 +101,7 @@ async def _main(args, address, out, err):
 
     watch = MetadataWatch(address, from_beginning=args.from_beginning,
                           timeout_ms=args.timeout_ms, poll_interval_ms=args.poll_interval_ms,
-                          note=note)
+                          note=note, connection_options=command_options(args))
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     try:  # SIGTERM stops the watch as Ctrl-C does

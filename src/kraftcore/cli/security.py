@@ -30,7 +30,8 @@ import json
 import sys
 
 from kraftcore.cli.admin import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, TIMEOUT_MS_DEFAULT,
-                                 CommandError, check_timeout, parse_address, run_reporting)
+                                 CommandError, add_command_config, check_timeout,
+                                 command_options, parse_address, run_reporting)
 from kraftcore.errors import KraftcoreError
 from kraftcore.security.acls import (CLUSTER_NAME, AclBinding, AclBindingFilter,
                                      AclOperation, AclPermissionType, PatternType,
@@ -51,6 +52,7 @@ def add_arguments(sub):
                        help="a controller's listener")
     common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
                         help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
+    add_command_config(common)
 
     resources = argparse.ArgumentParser(add_help=False)
     resources.add_argument("--topic", action="append", default=[], metavar="TOPIC")
@@ -255,7 +257,8 @@ def run(args):
 async def _main(args, plan, bootstrap, controller):
     from kraftcore.admin.acls import SecurityAdmin
 
-    admin = SecurityAdmin(bootstrap, controller=controller, timeout_ms=args.timeout_ms)
+    admin = SecurityAdmin(bootstrap, controller=controller, timeout_ms=args.timeout_ms,
+                          connection_options=command_options(args))
     try:
         work = _COMMANDS[(args.command, args.action)](admin, args, plan)
         lines, status = await asyncio.wait_for(work, args.timeout_ms / 1000)

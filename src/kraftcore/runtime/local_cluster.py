@@ -44,6 +44,7 @@ from kraftcore.errors import ClusterError, KraftcoreError
 from kraftcore.limits import LOCAL_CLUSTER_LEADER_WAIT_S_MAX, LOCAL_CLUSTER_STOP_WAIT_S_MAX
 from kraftcore.log.meta_properties import format_directories
 from kraftcore.runtime.config import NodeConfig
+from kraftcore.runtime.security import NodeSecurity
 from kraftcore.types import Uuid
 
 __all__ = ["up", "supervise", "node_action", "down", "plan", "free_ports", "start_node",
@@ -134,11 +135,20 @@ def plan(directory, controllers, brokers, combined, overrides):
     return nodes, voters
 
 
-def _wait_for_leader(voters, stopping=()):
+def _client_options(config_path):
+    """The options the supervisor reaches the controllers with: those of the node whose
+    configuration is at `config_path` (its trust store, client certificate and SASL
+    credentials on the controller listener, when that listener is secured)."""
+    config = NodeConfig.from_file(config_path)
+    return NodeSecurity(config, lambda: None).client_options(
+        config.controller_listener_name, config.security.controller_mechanism)
+
+
+def _wait_for_leader(voters, stopping=(), options=None):
     deadline = time.monotonic() + LOCAL_CLUSTER_LEADER_WAIT_S_MAX
     while time.monotonic() < deadline and not stopping:
         for port in voters.values():
-            leader = asyncio.run(quorum_leader(("127.0.0.1", port)))
+            leader = asyncio.run(quorum_leader(("127.0.0.1", port), connection_options=options))
             if leader is not None:
                 return leader
         time.sleep(POLL_S)
@@ -218,7 +228,9 @@ def supervise(directory, out=print, announce=False):
             if stopping:
                 break
             processes[node_id] = start_node(node["config"])
-        leader = _wait_for_leader(voters, stopping)  # None at once when stopping
+        options = _client_options(next(n["config"] for n in nodes.values()
+                                       if "controller" in n["roles"]))
+        leader = _wait_for_leader(voters, stopping, options)  # None at once when stopping
         if stopping:
             out("stopped before the cluster was up")
             return 1
@@ -259,13 +271,14 @@ def _announce(description, out, stopping=()):
     """Wait until every broker is unfenced (bounded), then print the nodes and the strings
     to paste. Returns whether every broker is unfenced."""
     nodes = description["nodes"]
+    options = _client_options(next(n["config"] for n in nodes if "controller" in n["roles"]))
     brokers = sorted(n["id"] for n in nodes if "broker" in n["roles"])
     controllers = [f"127.0.0.1:{n['ports']['controller']}" for n in nodes
                    if "controller" in n["roles"]]
     states = {}
     deadline = time.monotonic() + LOCAL_CLUSTER_LEADER_WAIT_S_MAX
     while brokers and not stopping and time.monotonic() < deadline:
-        states = asyncio.run(_broker_states(controllers))
+        states = asyncio.run(_broker_states(controllers, options))
         if all(states.get(b) == "unfenced" for b in brokers):
             break
         time.sleep(POLL_S * 5)
@@ -288,12 +301,13 @@ def _announce(description, out, stopping=()):
     return True
 
 
-async def _broker_states(controllers):
+async def _broker_states(controllers, options):
     """{broker id: state} as the first controller that answers lists them."""
     for address in controllers:
         host, port = address.rsplit(":", 1)
         try:
-            async with AdminClient((host, int(port)), timeout_ms=2000) as admin:
+            async with AdminClient((host, int(port)), timeout_ms=2000,
+                                   connection_options=options) as admin:
                 return {b["id"]: b["state"] for b in await admin.list_brokers()}
         except (KraftcoreError, OSError):
             continue
