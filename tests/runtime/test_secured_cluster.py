@@ -18,7 +18,6 @@ Every wait is bounded; none is a timing goal.
 import asyncio
 import os
 import random
-import uuid
 
 import pytest
 import trustme
