@@ -32,7 +32,7 @@ def produce(*names, version=9):
         m.ProduceRequest.TopicProduceData(name=n, partition_data=[]) for n in names])
 
 
-CLUSTER_ACTION = [(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)]
+CLUSTER_ACTION = [((Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME),)]
 
 
 @pytest.mark.parametrize("body,version", [
@@ -59,29 +59,30 @@ def test_a_fetch_is_the_cluster_s_on_a_controller_or_from_a_follower():
     assert required(request(follower, 12), Image()) == CLUSTER_ACTION
     consumer = m.FetchRequest(replica_id=-1, topics=[
         m.FetchRequest.FetchTopic(topic_id=TOPIC_ID, partitions=[])])
-    assert required(request(consumer, 13), Image()) == [(Op.READ, Res.TOPIC, "orders")]
+    assert required(request(consumer, 13), Image()) == [((Op.READ, Res.TOPIC, "orders"),)]
 
 
 def test_cluster_changes_need_alter_and_views_describe():
-    alter = [(Op.ALTER, Res.CLUSTER, CLUSTER_NAME)]
+    alter = [((Op.ALTER, Res.CLUSTER, CLUSTER_NAME),)]
     assert required(request(m.UnregisterBrokerRequest(broker_id=2), 0), Image()) == alter
     assert required(request(m.CreateAclsRequest(creations=[]), 3), Image()) == alter
     assert required(request(m.DescribeAclsRequest(), 3), Image()) == \
-        [(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)]
+        [((Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME),)]
     assert required(request(m.DescribeClusterRequest(), 1), Image()) == []  # as in Kafka
 
 
 def test_topics_and_groups():
     assert required(request(produce("a", "b", "a"), 9), Image()) == [
-        (Op.WRITE, Res.TOPIC, "a"), (Op.WRITE, Res.TOPIC, "b")]
+        ((Op.WRITE, Res.TOPIC, "a"),), ((Op.WRITE, Res.TOPIC, "b"),)]
     commit = m.OffsetCommitRequest(group_id="g", topics=[
         m.OffsetCommitRequest.OffsetCommitRequestTopic(name="t", partitions=[])])
     assert required(request(commit, 8), Image()) == [
-        (Op.READ, Res.GROUP, "g"), (Op.READ, Res.TOPIC, "t")]
+        ((Op.READ, Res.GROUP, "g"),), ((Op.READ, Res.TOPIC, "t"),)]
     join = m.JoinGroupRequest(group_id="g", protocol_type="consumer", protocols=[])
-    assert required(request(join, 9), Image()) == [(Op.READ, Res.GROUP, "g")]
+    assert required(request(join, 9), Image()) == [((Op.READ, Res.GROUP, "g"),)]
+    # KIP-679: an idempotent producer needs IDEMPOTENT_WRITE, or WRITE on any topic
     assert required(request(m.InitProducerIdRequest(transactional_id=None), 4), Image()) == \
-        [(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)]
+        [((Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME), (Op.WRITE, Res.TOPIC, None))]
     assert required(request(m.MetadataRequest(topics=None), 12), Image()) == []
 
 
@@ -138,3 +139,13 @@ def test_a_consumer_s_refused_fetch_is_refused_per_partition():
     (topic,) = answer.responses
     assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
         (0, E.TOPIC_AUTHORIZATION_FAILED), (1, E.TOPIC_AUTHORIZATION_FAILED)]
+
+
+def test_an_idempotent_producer_with_write_on_some_topic_may_start():
+    def writes_a_topic(operation, resource_type, name):
+        return operation == Op.WRITE and resource_type == Res.TOPIC and name is None
+
+    init = request(m.InitProducerIdRequest(transactional_id=None), 4)
+    assert refusal(init, Image(), writes_a_topic) is None
+    answer = refusal(init, Image(), lambda *check: False)
+    assert answer.error_code == E.CLUSTER_AUTHORIZATION_FAILED  # as Kafka answers it

@@ -205,8 +205,7 @@ def test_alice_produces_and_consumes_with_kafka_python(alice_may):
     from kafka import KafkaConsumer, KafkaProducer
 
     options = kafka_python_options(alice_may, "alice", USERS["alice"])
-    # Without IDEMPOTENT_WRITE: kafka-python would send InitProducerId first.
-    producer = KafkaProducer(enable_idempotence=False, **options)
+    producer = KafkaProducer(**options)  # idempotent: WRITE on a topic is enough (KIP-679)
     try:
         values = [f"kp-{i}".encode() for i in range(5)]
         for value in values:

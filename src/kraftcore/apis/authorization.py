@@ -1,8 +1,9 @@
 """Which permission each request needs, as Kafka's request handlers ask their authorizer.
 
-`required(request, image)` lists the (operation, resource type, resource name) checks a
-request must pass; `refusal(request, image, allowed)` runs them through `allowed(operation,
-resource type, name) -> bool` and returns the error answer of the first one that fails
+`required(request, image)` lists the checks a request must pass, each a tuple of the
+(operation, resource type, resource name) that pass it; `refusal(request, image, allowed)`
+runs them through `allowed(operation, resource type, name) -> bool` (name None: any
+resource of the type) and returns the error answer of the first one that fails
 (None: the request may go on). The answer is the request's whole-request error
 (`kraftcore.apis.errors`), with Kafka's code for the resource: CLUSTER_AUTHORIZATION_FAILED,
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED or
@@ -25,7 +26,8 @@ The rules:
 * groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ (and READ on
   the committed topics), OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups and
   OffsetDelete DELETE, FindCoordinator DESCRIBE on the group (or the transactional id);
-* InitProducerId: WRITE on its transactional id, or IDEMPOTENT_WRITE on the cluster.
+* InitProducerId: WRITE on its transactional id; without one, IDEMPOTENT_WRITE on the
+  cluster or WRITE on any topic (KIP-679).
 
 Where Kafka answers per topic or per group, kraftcore refuses the whole request when any of
 them is refused (every item then carries the error). Answers that list what exists are
@@ -63,12 +65,17 @@ _GROUP_READ = (11, 12, 13, 14)  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
 _CONFIG_TOPIC, _CONFIG_BROKER = 2, 4  # DescribeConfigs / IncrementalAlterConfigs types
 
 
+def _one(operation, resource_type, name):
+    """A check with one way to pass it."""
+    return ((operation, resource_type, name),)
+
+
 def _cluster(operation):
-    return [(operation, Res.CLUSTER, CLUSTER_NAME)]
+    return [_one(operation, Res.CLUSTER, CLUSTER_NAME)]
 
 
 def _topics(operation, names):
-    return [(operation, Res.TOPIC, name) for name in dict.fromkeys(names) if name]
+    return [_one(operation, Res.TOPIC, name) for name in dict.fromkeys(names) if name]
 
 
 def _name_of(image, name, topic_id):
@@ -85,8 +92,10 @@ def _replica_id(version, body):
 
 
 def required(request, image, controller_listener=False):
-    """The checks `request` needs, in order: [(operation, resource type, name)].
-    `controller_listener`: it came to a controller (a Fetch there reads the metadata log)."""
+    """The checks `request` needs, in order. A check is a tuple of the ways to pass it,
+    each (operation, resource type, name), the first giving the refusal's code; a name of None stands for any resource of the
+    type (Kafka's `authorizeByResourceType`). `controller_listener`: the request came to a
+    controller (a Fetch there reads the metadata log)."""
     key, version, body = request.api_key, request.api_version, request.body
     operation = _CLUSTER.get(key)
     if operation is not None:
@@ -111,7 +120,8 @@ def required(request, image, controller_listener=False):
         return _topics(Op.DESCRIBE, (_name_of(image, t.name, getattr(t, "topic_id", None))
                                      for t in body.topics))
     if key == 19:  # CreateTopics: CREATE on the cluster, else on each topic
-        return [("create-topics", Res.TOPIC, [t.name for t in body.topics])]
+        return [((Op.CREATE, Res.TOPIC, name), (Op.CREATE, Res.CLUSTER, CLUSTER_NAME))
+                for name in dict.fromkeys(t.name for t in body.topics)]
     if key == 20:  # DeleteTopics
         names = list(body.topic_names or ())
         names += [_name_of(image, t.name, t.topic_id) for t in (body.topics or ())]
@@ -123,51 +133,46 @@ def required(request, image, controller_listener=False):
         checks = []
         for resource in body.resources:
             if resource.resource_type == _CONFIG_TOPIC:
-                checks.append((operation, Res.TOPIC, resource.resource_name))
+                checks.append(_one(operation, Res.TOPIC, resource.resource_name))
             elif resource.resource_type == _CONFIG_BROKER:
-                checks.append((operation, Res.CLUSTER, CLUSTER_NAME))
+                checks.append(_one(operation, Res.CLUSTER, CLUSTER_NAME))
         return checks
     if key in _GROUP_READ:
-        return [(Op.READ, Res.GROUP, body.group_id)]
+        return [_one(Op.READ, Res.GROUP, body.group_id)]
     if key == 8:  # OffsetCommit
-        return [(Op.READ, Res.GROUP, body.group_id)] + _topics(
+        return [_one(Op.READ, Res.GROUP, body.group_id)] + _topics(
             Op.READ, (t.name for t in body.topics))
     if key == 9:  # OffsetFetch
         groups = [g.group_id for g in body.groups] if version >= 8 else [body.group_id]
-        return [(Op.DESCRIBE, Res.GROUP, g) for g in groups]
+        return [_one(Op.DESCRIBE, Res.GROUP, g) for g in groups]
     if key == 15:  # DescribeGroups
-        return [(Op.DESCRIBE, Res.GROUP, g) for g in body.groups]
+        return [_one(Op.DESCRIBE, Res.GROUP, g) for g in body.groups]
     if key == 42:  # DeleteGroups
-        return [(Op.DELETE, Res.GROUP, g) for g in body.groups_names]
+        return [_one(Op.DELETE, Res.GROUP, g) for g in body.groups_names]
     if key == 47:  # OffsetDelete
-        return [(Op.DELETE, Res.GROUP, body.group_id)]
+        return [_one(Op.DELETE, Res.GROUP, body.group_id)]
     if key == 10:  # FindCoordinator
         keys = list(body.coordinator_keys) if version >= 4 else [body.key]
         resource = Res.TRANSACTIONAL_ID if body.key_type == 1 else Res.GROUP
-        return [(Op.DESCRIBE, resource, k) for k in keys]
+        return [_one(Op.DESCRIBE, resource, k) for k in keys]
     if key == 22:  # InitProducerId
         if body.transactional_id:
-            return [(Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id)]
-        return _cluster(Op.IDEMPOTENT_WRITE)
+            return [_one(Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id)]
+        # KIP-679: WRITE on any topic lets a producer be idempotent too
+        return [((Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME), (Op.WRITE, Res.TOPIC, None))]
     return []
 
 
 def refusal(request, image, allowed, controller_listener=False):
-    """The error answer of the first check `request` fails, or None when it passes all."""
-    for operation, resource_type, name in required(request, image, controller_listener):
-        if operation == "create-topics":
-            if allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME):
-                continue
-            denied = [n for n in name if not allowed(Op.CREATE, Res.TOPIC, n)]
-            if not denied:
-                continue
-            resource_type = Res.TOPIC
-            detail = f"CREATE on topic {denied[0]!r}"
-        elif allowed(operation, resource_type, name):
+    """The error answer of the first check `request` fails, or None when it passes all.
+    `allowed(operation, resource type, name)`; a name of None: any resource of the type."""
+    for ways in required(request, image, controller_listener):
+        if any(allowed(*way) for way in ways):
             continue
-        else:
-            detail = f"{operation.name} on {resource_type.name.lower()} {name!r}"
+        operation, resource_type, name = ways[0]  # the first way names the refusal
         code = _REFUSAL_CODE[resource_type]
+        detail = f"{operation.name} on {resource_type.name.lower()} " + (
+            repr(name) if name is not None else "any")
         answer = error_response(request.api_key, request.api_version, request.body, code,
                                 f"not authorized: {detail}")
         if request.api_key == 1 and resource_type == Res.TOPIC:

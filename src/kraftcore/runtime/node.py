@@ -724,6 +724,8 @@ class Node:
         principal, host = peer.principal, peer[0]
 
         def allowed(operation, resource_type, name):
+            if name is None:
+                return authorizer.authorize_any(principal, host, operation, resource_type)
             return authorizer.authorize(principal, host, operation, resource_type, name)
         return allowed
 
