@@ -39,6 +39,7 @@ ResponseHeader = message("ResponseHeader", kind="header", valid="0-1", flexible=
 _SIZE = struct.Struct(">i")
 _HANDOVER_BYTES = limits.NET_SERVER_HANDOVER_BYTES_MIN  # the same size as the listener's
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_HEADER_V1 = struct.Struct(">ix")  # ResponseHeader v1: correlation id, no tagged fields
 
 
 def request_header_version(request_cls, version):
@@ -72,10 +73,25 @@ class Request(NamedTuple):
     trailing_bytes: int = 0  # bytes after the body, ignored (see decode_request)
 
 
-def _apis():
-    from kraftcore.protocol import apis
+_loaded = {}  # kraftcore.protocol.apis and kraftcore.codec, imported on first use
 
+
+def _apis():
+    apis = _loaded.get("apis")
+    if apis is None:
+        from kraftcore.protocol import apis
+
+        _loaded["apis"] = apis
     return apis
+
+
+def _codec():
+    codec = _loaded.get("codec")
+    if codec is None:
+        from kraftcore import codec
+
+        _loaded["codec"] = codec
+    return codec
 
 
 def encode_request(body, version, correlation_id, client_id=None):
@@ -117,8 +133,7 @@ def decode_request(frame_bytes):
     except UnsupportedVersionError as exc:
         exc.api_key, exc.api_version, exc.correlation_id = api_key, version, correlation_id
         raise
-    from kraftcore import codec
-
+    codec = _codec()
     header_version = request_header_version(cls, version)
     header, pos = codec.decode_struct(RequestHeader.program(header_version), frame_bytes)
     header._version = header_version
@@ -138,8 +153,10 @@ def encode_response(body, version, correlation_id):
     if cls.kind != "response":
         raise TypeError(f"{cls.__name__} is not a response message")
     cls.check_version(version)
-    header = ResponseHeader(correlation_id=correlation_id).encode(
-        response_header_version(cls, version))
+    # ResponseHeader v0 is the correlation id, v1 adds no tagged fields (one 0 byte): packed
+    # directly rather than built and encoded as a message for every answer
+    header = (_HEADER_V1 if response_header_version(cls, version) else _SIZE).pack(
+        correlation_id)
     parts = body.encode_parts(version)
     size = len(header) + sum(map(len, parts))
     if size > 0x7FFFFFFF:
@@ -155,8 +172,7 @@ def encode_response(body, version, correlation_id):
 def decode_response(frame_bytes, api_key, version):
     """Decode a response frame (without its size prefix) to the request (`api_key`,
     `version`) it answers. Returns (correlation id, response message)."""
-    from kraftcore import codec
-
+    codec = _codec()
     cls = _apis().api(api_key).response
     cls.check_version(version)
     header_version = response_header_version(cls, version)

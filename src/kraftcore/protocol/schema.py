@@ -27,6 +27,7 @@ others get their defaults), compares by value, and keeps unknown tagged fields i
 `_unknown_tags` so that a decode / encode round trip preserves them.
 """
 
+import keyword
 import re
 import sys
 
@@ -56,6 +57,19 @@ def parse_versions(text):
         low, high = text.split("-")
         return (int(low), int(high))
     return (int(text), int(text))
+
+
+_codec = None  # kraftcore.codec once loaded: it imports this module, so not at the top
+
+
+def _load_codec():
+    """kraftcore.codec, imported once: a `from` import in each encode and decode costs an
+    import-system call per message."""
+    global _codec
+    from kraftcore import codec
+
+    _codec = codec
+    return codec
 
 
 def in_range(version, versions):
@@ -192,8 +206,8 @@ class Message(Struct):
 
     @classmethod
     def check_version(cls, version):
-        if not isinstance(version, int) or not in_range(version, cls.valid_versions):
-            low, high = cls.valid_versions
+        low, high = cls.valid_versions  # `in_range` inline: every encode and decode asks
+        if not isinstance(version, int) or version < low or (high is not None and version > high):
             raise UnsupportedVersionError(
                 f"{cls.__name__} has versions {low}-{high}, not {version!r}")
 
@@ -207,25 +221,23 @@ class Message(Struct):
 
     def encode(self, version):
         """This message's body at `version`, as bytes."""
-        from kraftcore import codec
-
+        codec = _codec or _load_codec()
         self.check_version(version)
-        return codec.encode_struct(self.program(version), self)
+        return codec.encode_struct(self._programs.get(version) or self.program(version), self)
 
     def encode_parts(self, version):
         """This message's body at `version` as a list of parts: bytes, and the
         `kraftcore.types.FileRegion`s its records fields hold, in wire order (one bytes
         when it holds none)."""
-        from kraftcore import codec
-
+        codec = _codec or _load_codec()
         self.check_version(version)
-        return codec.encode_struct_parts(self.program(version), self)
+        return codec.encode_struct_parts(self._programs.get(version) or self.program(version),
+                                         self)
 
     @classmethod
     def decode(cls, buffer, version):
         """Decode a whole body at `version`; trailing bytes are a `ProtocolError`."""
-        from kraftcore import codec
-
+        codec = _codec or _load_codec()
         cls.check_version(version)
         obj = codec.decode_message(cls.program(version), buffer)
         obj._version = version
@@ -396,7 +408,46 @@ def _make_struct(name, fields, base, owner_structs, namespace):
     body = dict(namespace)
     body.update({"__slots__": tuple(f.attr for f in fields), "_fields": tuple(fields),
                  "_programs": {}})
+    init = _make_init(name, fields, base is Message)
+    if init is not None:
+        body["__init__"] = init
     return type(name, (base,), body)
+
+
+def _make_init(name, fields, is_message):
+    """The `__init__` of a generated class, written for its fields: the same as
+    `Struct.__init__` (and `Message.__init__`), without a loop over the fields, a dict pop
+    and a `setattr` for each. A default that is a fresh object each time (a list, a
+    struct) is made by the field; any other is the same value every time. None when a
+    field's name cannot be a parameter (the generic one serves)."""
+    attrs = [f.attr for f in fields]
+    if any(not a.isidentifier() or keyword.iskeyword(a) or a.startswith("_") or a == "self"
+           for a in attrs):
+        return None
+    env = {"_UNSET": _UNSET, "_no_fields": _no_fields}
+    lines = []
+    for i, f in enumerate(fields):
+        fresh = f.is_array or isinstance(f.default, list) or (
+            f.default is _UNSET and f.struct is not None)
+        if fresh:
+            env[f"_d{i}"] = f.default_value
+            default = f"_d{i}()"
+        else:
+            env[f"_d{i}"] = f.default_value()
+            default = f"_d{i}"
+        lines.append(f"    self.{f.attr} = {default} if {f.attr} is _UNSET else {f.attr}")
+    params = "".join(f"{a}=_UNSET, " for a in attrs)
+    source = "\n".join([f"def __init__(self, {'*, ' if attrs else ''}{params}**_unknown):",
+                        "    if _unknown:", "        _no_fields(self, _unknown)", *lines,
+                        "    self._unknown_tags = None"]
+                       + (["    self._version = None"] if is_message else []))
+    exec(compile(source, f"<{name}.__init__>", "exec"), env)  # noqa: S102 - our own text
+    return env["__init__"]
+
+
+def _no_fields(obj, values):
+    raise TypeError(f"{type(obj).__name__} has no field(s) {', '.join(sorted(values))}; "
+                    f"its fields are {', '.join(f.attr for f in obj._fields)}")
 
 
 def message(name, *, fields, api_key=None, kind="data", valid="0", flexible="0+"):
