@@ -574,7 +574,16 @@ async def offset_commit(facade, version, body):
             slots.append(slot)
         answers.append((t, slots))
     if accepted:
-        await _commit(facade, version, body, accepted)
+        waiting = _commit(facade, version, body, accepted)
+        if waiting is not None:
+            # NOT_COORDINATOR when leadership moved; COORDINATOR_NOT_AVAILABLE when the ISR
+            # did not take it within offsets.commit.timeout.ms (the coordinator's timer:
+            # Kafka's timeout, REQUEST_TIMED_OUT, reaches the committer so)
+            future, writes = waiting
+            code = await future
+            if code:
+                for slot, *_ in writes:
+                    slot[1] = code
     topics = []
     for t, slots in answers:
         entry = cls.OffsetCommitResponseTopic(partitions=[
@@ -588,8 +597,10 @@ async def offset_commit(facade, version, body):
     return cls(throttle_time_ms=0, topics=topics)
 
 
-async def _commit(facade, version, body, accepted):
-    """Set the code of each accepted (slot, topic image, request partition)."""
+def _commit(facade, version, body, accepted):
+    """Set the code of each accepted (slot, topic image, request partition) that is
+    answered at once; returns None, or (future of the code, [(slot, ...)]) for those
+    written (a function, not a coroutine: one less per commit)."""
     groups = facade.groups
     group = body.group_id
     now = facade.now_ms()
@@ -631,11 +642,7 @@ async def _commit(facade, version, body, accepted):
         groups.commit(group, [w[1:] for w in writes], now, done)
     except GroupError as exc:
         return fail(exc.code, writes)
-    # NOT_COORDINATOR when leadership moved; COORDINATOR_NOT_AVAILABLE when the ISR did not
-    # take it within offsets.commit.timeout.ms (the coordinator's timer: Kafka's timeout,
-    # REQUEST_TIMED_OUT, reaches the committer so)
-    code = await future
-    return fail(code, writes) if code else None
+    return future, writes
 
 
 async def _stable(facade, group):
