@@ -184,6 +184,10 @@ NET_PARTIAL_FRAME_STALL_MS_MAX = 10_000
 # authenticated this long after its handshake: neither can hold a connection slot forever.
 NET_TLS_HANDSHAKE_MS_MAX = 10_000
 NET_AUTHENTICATION_MS_MAX = 10_000
+# A connection whose SASL authentication was refused closes this long after the refusal is
+# sent (Kafka's connection.failed.authentication.delay.ms default), so that the client reads
+# the refusal before it sees the connection end.
+NET_FAILED_AUTHENTICATION_DELAY_MS = 100
 # A listener looks for idle connections every eighth of `connections.max.idle.ms`, within
 # these bounds: a connection without a request is closed after between 1 and 1.25 times
 # the setting (at most 60 s late).

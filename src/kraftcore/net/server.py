@@ -94,8 +94,10 @@ Security (`security`, a `ListenerSecurity`; none: PLAINTEXT):
   SaslAuthenticate itself, through a `kraftcore.security.sasl` session per connection.
   Until the client has authenticated it may send ApiVersions, SaslHandshake and
   SaslAuthenticate only: any other request closes the connection, and so does an answer
-  with an error (unknown mechanism, wrong credentials, a request out of order), once it is
-  sent. A connection that has not authenticated `limits.NET_AUTHENTICATION_MS_MAX` after
+  with an error (unknown mechanism, wrong credentials, a request out of order):
+  `limits.NET_FAILED_AUTHENTICATION_DELAY_MS` after it is sent (Kafka's
+  `connection.failed.authentication.delay.ms`, so that the client reads it first), taking
+  up nothing more meanwhile. A connection that has not authenticated `limits.NET_AUTHENTICATION_MS_MAX` after
   its TLS handshake is closed.
 
 The handler is `handler(request, peer)`: `request` is a `kraftcore.protocol.framing.Request`
@@ -131,6 +133,7 @@ _API_VERSIONS_KEY = framing.API_VERSIONS_KEY
 _SASL_HANDSHAKE_KEY = 17
 _SASL_AUTHENTICATE_KEY = 36
 _SASL_KEYS = (_SASL_HANDSHAKE_KEY, _SASL_AUTHENTICATE_KEY)
+_REFUSED = object()  # a connection's SASL state once its authentication was refused
 # SaslHandshake v0 (raw SASL tokens after it) is not served: v1 and SaslAuthenticate only.
 _SASL_VERSIONS = {_SASL_HANDSHAKE_KEY: (1, 1)}
 _PRODUCE_KEY = 0
@@ -901,6 +904,9 @@ class _ServerConnection(asyncio.BufferedProtocol):
         it never waited)."""
         self._requests += 1
         listener = self._listener
+        if self._sasl is _REFUSED:  # closing in a moment: nothing more is taken up
+            self._release(charged)
+            return
         try:
             api_key, version, correlation_id = framing.peek_request(frame)
         except ProtocolError as exc:
@@ -997,9 +1003,17 @@ class _ServerConnection(asyncio.BufferedProtocol):
             return
         self._respond(frame)
         if answer.error_code:
+            # Kafka's connection.failed.authentication.delay.ms: the answer goes out, and the
+            # connection closes a little later, so that the client reads why
             message = getattr(answer, "error_message", None)
-            self._fail(f"SASL {api.name} refused (error {answer.error_code}"
-                       f"{': ' + message if message else ''})")
+            self._sasl = _REFUSED
+            self._pause_reading()
+            if self._auth_timer is not None:
+                self._auth_timer.cancel()
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                limits.NET_FAILED_AUTHENTICATION_DELAY_MS / 1000, self._fail,
+                f"SASL {api.name} refused (error {answer.error_code}"
+                f"{': ' + message if message else ''})")
         elif getattr(sasl, "complete", False):
             self._sasl = None
             if self._auth_timer is not None:
