@@ -25,6 +25,8 @@ class LocalFacade:
     """The facade over a LocalQuorum: `submit` runs the controller until idle, so the
     returned future is already done."""
 
+    authorizer_enabled = True  # the node has StandardAuthorizer (the ACL APIs are served)
+
     def __init__(self, quorum, controllers=CONTROLLERS):
         self.quorum = quorum
         self.node_id = quorum.node_id
@@ -52,6 +54,8 @@ class LocalFacade:
 class StandbyFacade:
     """A standby controller: reads its (given) image; every operation fails with
     NOT_CONTROLLER naming node `active`, raised at once or through the future."""
+
+    authorizer_enabled = True
 
     def __init__(self, image, node_id=2, active=1, raise_at_once=False):
         self.image = image

@@ -20,6 +20,8 @@ class BrokerFacade:
     """What a broker node gives its handlers: its image and the active controller its
     observer knows (here: the quorum's, image and all)."""
 
+    authorizer_enabled = True
+
     def __init__(self, facade):
         self.node_id = 4
         self.cluster_id = facade.cluster_id

@@ -249,3 +249,20 @@ def test_the_broker_forwards_writes_and_reads_its_image(facade):
     assert [len(x.matching_acls) for x in r.filter_results] == [1]
     assert broker.forwarded == [30, 51, 31]
     assert facade.image.acls == {}
+
+
+def test_without_an_authorizer_the_acl_apis_are_disabled(facade):
+    class Unsecured(LocalFacade):
+        authorizer_enabled = False
+
+    plain = Unsecured(facade.quorum)
+    creation = m.CreateAclsRequest.AclCreation(
+        resource_type=2, resource_name="orders", resource_pattern_type=3,
+        principal="User:alice", host="*", operation=3, permission_type=3)
+    answer = call(plain, m.CreateAclsRequest(creations=[creation]), 3)
+    assert [r.error_code for r in answer.results] == [E.SECURITY_DISABLED]
+    assert "authorizer.class.name" in answer.results[0].error_message
+    assert call(plain, m.DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1,
+                                             operation=1, permission_type=1),
+                3).error_code == E.SECURITY_DISABLED
+    assert not facade.image.acls  # nothing was written

@@ -15,7 +15,11 @@ from tests.runtime.processes import LocalCluster, kraftcore, wait_for
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("acls-cli"), (), brokers=1, controllers=1)
+    # ACLs need an authorizer; on these PLAINTEXT listeners every client, the nodes
+    # included, is User:ANONYMOUS, made a super user so that nothing is refused
+    c = LocalCluster(tmp_path_factory.mktemp("acls-cli"), (
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:ANONYMOUS"), brokers=1, controllers=1)
     try:
         wait_for("an unfenced broker", lambda: list(c.brokers().values()) == ["unfenced"])
         yield c

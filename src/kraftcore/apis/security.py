@@ -16,9 +16,10 @@ reads from its own image and forwards the three writes to the active controller
 `submit` (as the controller's other writes). Codes outside Kafka's enums read as UNKNOWN,
 which the controller refuses per item with INVALID_REQUEST.
 
-Kafka answers these APIs with SECURITY_DISABLED when no authorizer is configured; kraftcore
-keeps ACLs in the metadata log whether or not a listener enforces them, so it always
-serves them. DescribeUserScramCredentials is served by the controller too (Kafka's
+A node without an authorizer (`facade.authorizer_enabled` false: no
+`authorizer.class.name`) answers the three ACL APIs with SECURITY_DISABLED, as Kafka does:
+ACLs nobody enforces would only give a false sense of safety. The credential APIs are
+served either way (SASL needs no authorizer). DescribeUserScramCredentials is served by the controller too (Kafka's
 controller does not), so `--bootstrap-controller` tools can read credentials.
 """
 
@@ -57,8 +58,18 @@ def _filter_of(item, version):
                                item.operation, item.permission_type)
 
 
+_NO_AUTHORIZER = ("no authorizer is configured on this node: set authorizer.class.name="
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer to use ACLs")
+
+
+def _check_authorizer(facade):
+    if not facade.authorizer_enabled:
+        raise ControllerError(_E.SECURITY_DISABLED, _NO_AUTHORIZER)
+
+
 async def describe_acls(facade, version, body):
     cls = m.DescribeAclsResponse
+    _check_authorizer(facade)
     acl_filter = _filter_of(body, version)
     try:
         check_filter(acl_filter)
@@ -83,6 +94,7 @@ async def describe_acls(facade, version, body):
 
 async def create_acls(facade, version, body):
     cls = m.CreateAclsResponse
+    _check_authorizer(facade)
     bindings = [AclBinding.of(c.resource_type, c.resource_name,
                               c.resource_pattern_type if version >= 1 else PatternType.LITERAL,
                               c.principal, c.host, c.operation, c.permission_type)
@@ -95,6 +107,7 @@ async def create_acls(facade, version, body):
 
 async def delete_acls(facade, version, body):
     cls = m.DeleteAclsResponse
+    _check_authorizer(facade)
     filters = [_filter_of(f, version) for f in body.filters]
     results = await call(facade, "delete_acls", filters) if filters else []
     out = []

@@ -495,6 +495,7 @@ class _BrokerView:
         # as Kafka's members show it (Java's InetAddress text: "/127.0.0.1")
         self.client_host = f"/{peer[0]}" if peer else ""
         self.fetch_region_bytes_min = BROKER_FETCH_ZERO_COPY_BYTES_MIN
+        self.authorizer_enabled = node.authorizer_enabled
 
     def controller_id(self):
         return self.node_id
@@ -552,6 +553,11 @@ class Node:
     @property
     def image(self):
         return self.controller.controller.image
+
+    @property
+    def authorizer_enabled(self):
+        """Whether this node checks requests against ACLs (`authorizer.class.name`)."""
+        return self.security.authorizer is not None
 
     def submit(self, method, *args, **kwargs):
         return self.controller.submit(method, *args, **kwargs)
