@@ -82,3 +82,31 @@ def test_the_broker_serves_apis_the_library_knows():
     assert 3 in BROKER_API_KEYS and 3 in CONTROLLER_API_KEYS
     assert FORWARDED_API_KEYS <= CONTROLLER_API_KEYS & BROKER_API_KEYS
     assert {0, 1, 2, 23} <= BROKER_API_KEYS
+
+
+def test_answers_name_the_brokers_on_the_listener_the_request_came_in_on(facade):
+    from tests.apis.helpers import registration
+
+    cls = m.BrokerRegistrationRequest
+    for broker_id in (1, 2):
+        body = registration(broker_id)
+        body.listeners = [
+            cls.Listener(name="PLAINTEXT", host="127.0.0.1", port=9090 + broker_id,
+                         security_protocol=0),
+            cls.Listener(name="SASL_SSL", host="broker.example", port=9190 + broker_id,
+                         security_protocol=3)]
+        epoch = call(facade, body, 4).broker_epoch
+        call(facade, heartbeat(broker_id, epoch), 1)
+    call(facade, create_topics(("a", 1, 2)), 7)
+    broker = BrokerFacade(facade)
+    plain = answer(broker, metadata(12), 12)
+    assert [(b.host, b.port) for b in plain.brokers] == [("127.0.0.1", 9091),
+                                                         ("127.0.0.1", 9092)]
+    broker.listener_name = "SASL_SSL"
+    secured = answer(broker, metadata(12), 12)
+    assert [(b.host, b.port) for b in secured.brokers] == [("broker.example", 9191),
+                                                           ("broker.example", 9192)]
+    cluster = answer(broker, m.DescribeClusterRequest(), 1)
+    assert [b.port for b in cluster.brokers] == [9191, 9192]
+    broker.listener_name = "ELSEWHERE"  # brokers without that listener are left out
+    assert answer(broker, metadata(12), 12).brokers == []

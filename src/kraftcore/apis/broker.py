@@ -53,7 +53,8 @@ import asyncio
 
 from kraftcore.apis.dispatch import request_handler
 from kraftcore.apis.errors import invalid_request
-from kraftcore.apis.reads import INTERNAL_TOPICS, describe_cluster, describe_configs, metadata
+from kraftcore.apis.reads import (INTERNAL_TOPICS, broker_endpoint, describe_cluster,
+                                  describe_configs, metadata)
 from kraftcore.apis.security import SECURITY_READS, SECURITY_WRITES
 from kraftcore.broker.group_records import OFFSETS_TOPIC, OffsetAndMetadata
 from kraftcore.broker.groups import GroupError, JoinRequest
@@ -93,10 +94,11 @@ class _LeaderHints:
     endpoints of those leaders (NodeEndpoints), so a client goes there without a Metadata
     round trip."""
 
-    def __init__(self, cls, image, by_id):
+    def __init__(self, cls, image, by_id, listener=None):
         self.cls = cls
         self.image = image
         self.by_id = by_id  # topics are keyed by id (v13+), else by name
+        self.listener = listener  # the listener the request came in on
         self.leaders = set()
 
     def current_leader(self, topic, index, code):
@@ -116,10 +118,10 @@ class _LeaderHints:
         out = []
         for node_id in sorted(self.leaders):
             broker = self.image.brokers.get(node_id)
-            if broker is not None and broker.end_points:
-                ep = broker.end_points[0]
-                out.append(self.cls.NodeEndpoint(node_id=node_id, host=ep.host, port=ep.port,
-                                                 rack=broker.rack))
+            endpoint = None if broker is None else broker_endpoint(broker, self.listener)
+            if endpoint is not None:
+                out.append(self.cls.NodeEndpoint(node_id=node_id, host=endpoint[0],
+                                                 port=endpoint[1], rack=broker.rack))
         return out
 
 
@@ -218,7 +220,8 @@ def _is_internal(facade, topic):
 
 def _produce_response(cls, version, body, results, facade):
     topics = []
-    hints = _LeaderHints(cls, facade.image, version >= 13)
+    hints = _LeaderHints(cls, facade.image, version >= 13,
+                         getattr(facade, "listener_name", None))
     for t in body.topic_data:
         parts = []
         for p in t.partition_data:
@@ -300,7 +303,7 @@ async def fetch(facade, version, body):
         total = regions = 0
         bytes_max = body.max_bytes if version >= 3 else 0x7FFFFFFF
         topics, by_key = [], {}
-        hints = _LeaderHints(cls, image, version >= 13)
+        hints = _LeaderHints(cls, image, version >= 13, getattr(facade, "listener_name", None))
         for key, name, p, partition in wanted:
             r = cls.PartitionData(partition_index=p.partition, error_code=0,
                                   high_watermark=-1, records=None)
@@ -518,12 +521,12 @@ def _coordinator(facade, key_type, key):
     if p is None or p.leader < 0 or not image.broker_is_active(p.leader):
         return (_E.COORDINATOR_NOT_AVAILABLE,
                 f"{OFFSETS_TOPIC}-{index} has no leader", *_NO_NODE)
-    broker = image.brokers[p.leader]
-    if not broker.end_points:
-        return (_E.COORDINATOR_NOT_AVAILABLE,
-                f"broker {p.leader} has no endpoint", *_NO_NODE)
-    ep = broker.end_points[0]
-    return 0, None, p.leader, ep.host, ep.port
+    listener = getattr(facade, "listener_name", None)
+    endpoint = broker_endpoint(image.brokers[p.leader], listener)
+    if endpoint is None:
+        return (_E.COORDINATOR_NOT_AVAILABLE, f"broker {p.leader} has no endpoint"
+                + (f" on listener {listener}" if listener else ""), *_NO_NODE)
+    return 0, None, p.leader, *endpoint
 
 
 async def find_coordinator(facade, version, body):

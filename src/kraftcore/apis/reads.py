@@ -35,9 +35,9 @@ from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.types import ZERO_UUID
 
-__all__ = ["metadata", "describe_cluster", "describe_configs", "ENDPOINT_TYPE_BROKER",
-           "ENDPOINT_TYPE_CONTROLLER", "CONFIG_DEFAULTS", "CONFIG_SOURCE_TOPIC",
-           "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER", "CONFIG_SOURCE_DEFAULT", "INTERNAL_TOPICS",
+__all__ = ["metadata", "describe_cluster", "describe_configs", "broker_endpoint",
+           "ENDPOINT_TYPE_BROKER", "ENDPOINT_TYPE_CONTROLLER", "CONFIG_DEFAULTS",
+           "CONFIG_SOURCE_TOPIC", "CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER", "CONFIG_SOURCE_DEFAULT", "INTERNAL_TOPICS",
            "TOPIC_AUTHORIZED_OPERATIONS", "CLUSTER_AUTHORIZED_OPERATIONS"]
 
 # DescribeCluster EndpointType (KIP-919).
@@ -62,12 +62,19 @@ CONFIG_TYPES = {MIN_INSYNC_REPLICAS: CONFIG_TYPE_INT, UNCLEAN_LEADER_ELECTION: C
 _E = ErrorCode
 
 
-def _first_endpoint(broker):
-    """The broker's first registered listener as (host, port), or None."""
-    if not broker.end_points:
-        return None
-    ep = broker.end_points[0]
-    return ep.host, ep.port
+def broker_endpoint(broker, listener=None):
+    """(host, port) of `broker` on listener `listener`, the one the request came in on
+    (Kafka answers with the endpoints of that listener, so a client that reached a TLS
+    listener is sent to the TLS listeners); None when the broker has no such listener.
+    `listener` None (a controller's answer): the broker's first registered listener."""
+    for ep in broker.end_points:
+        if listener is None or ep.name == listener:
+            return ep.host, ep.port
+    return None
+
+
+def _endpoint(broker, facade):
+    return broker_endpoint(broker, getattr(facade, "listener_name", None))
 
 
 def _controller_id(facade):
@@ -89,7 +96,7 @@ async def describe_cluster(facade, version, body):
         image = facade.image
         for broker_id in sorted(image.brokers):
             broker = image.brokers[broker_id]
-            endpoint = _first_endpoint(broker)
+            endpoint = _endpoint(broker, facade)
             if endpoint is None or (broker.fenced and not include_fenced):
                 continue
             entry = cls.DescribeClusterBroker(broker_id=broker_id, host=endpoint[0],
@@ -192,7 +199,7 @@ async def metadata(facade, version, body):
     alive = {b.broker_id for b in visible}
     brokers = []
     for b in visible:
-        endpoint = _first_endpoint(b)
+        endpoint = _endpoint(b, facade)
         if endpoint is not None:
             brokers.append(cls.MetadataResponseBroker(node_id=b.broker_id, host=endpoint[0],
                                                       port=endpoint[1], rack=b.rack))

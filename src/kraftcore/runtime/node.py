@@ -496,6 +496,8 @@ class _BrokerView:
         self.client_host = f"/{peer[0]}" if peer else ""
         self.fetch_region_bytes_min = BROKER_FETCH_ZERO_COPY_BYTES_MIN
         self.authorizer_enabled = node.authorizer_enabled
+        # the listener the request came in on: answers name the brokers' endpoints there
+        self.listener_name = getattr(peer, "listener", None)
 
     def controller_id(self):
         return self.node_id
