@@ -717,7 +717,11 @@ class GroupCoordinator:
 
     def metadata_error(self, metadata):
         """The error code for an OffsetCommit partition's metadata (None: acceptable)."""
-        if metadata is not None and _utf16_units(metadata) > self.config.metadata_chars_max:
+        limit = self.config.metadata_chars_max
+        # a code point is 1 or 2 UTF-16 units: text of up to limit / 2 code points fits
+        # without counting (most commits' metadata is empty)
+        if metadata is not None and 2 * len(metadata) > limit and \
+                _utf16_units(metadata) > limit:
             return _E.OFFSET_METADATA_TOO_LARGE
         return None
 
