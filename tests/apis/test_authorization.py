@@ -149,3 +149,20 @@ def test_an_idempotent_producer_with_write_on_some_topic_may_start():
     assert refusal(init, Image(), writes_a_topic) is None
     answer = refusal(init, Image(), lambda *check: False)
     assert answer.error_code == E.CLUSTER_AUTHORIZATION_FAILED  # as Kafka answers it
+
+
+def test_a_metadata_request_keeps_its_brokers_and_refuses_topics_one_by_one():
+    def only_orders(operation, resource_type, name):
+        return name == "orders"
+
+    cls = m.MetadataResponse
+    body = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="orders"),
+                                     m.MetadataRequest.MetadataRequestTopic(name="secret")])
+    assert required(request(body, 12), Image()) == []
+    answer = cls(brokers=[cls.MetadataResponseBroker(node_id=1, host="h", port=1)],
+                 topics=[cls.MetadataResponseTopic(name="orders", error_code=0),
+                         cls.MetadataResponseTopic(name="secret", error_code=3)])
+    filtered(request(body, 12), answer, only_orders)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("orders", 0), ("secret", E.TOPIC_AUTHORIZATION_FAILED)]
+    assert [b.node_id for b in answer.brokers] == [1]

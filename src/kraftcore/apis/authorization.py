@@ -18,8 +18,8 @@ The rules:
 * cluster changes need ALTER on the cluster (UnregisterBroker, ElectLeaders, AddRaftVoter,
   RemoveRaftVoter, CreateAcls, DeleteAcls, AlterUserScramCredentials); DescribeQuorum,
   DescribeAcls and DescribeUserScramCredentials need DESCRIBE on it;
-* topics: Produce WRITE, a consumer's Fetch READ, ListOffsets, OffsetForLeaderEpoch and a
-  Metadata naming topics DESCRIBE, CreateTopics CREATE (on the cluster or on the topic),
+* topics: Produce WRITE, a consumer's Fetch READ, ListOffsets and OffsetForLeaderEpoch
+  DESCRIBE, CreateTopics CREATE (on the cluster or on the topic),
   DeleteTopics DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and
   IncrementalAlterConfigs ALTER_CONFIGS (on the topic, or on the cluster for a broker's
   configs);
@@ -32,8 +32,10 @@ The rules:
 Where Kafka answers per topic or per group, kraftcore refuses the whole request when any of
 them is refused (every item then carries the error). Answers that list what exists are
 filtered as Kafka filters them (`filtered(request, answer, allowed)`): a Metadata request
-for every topic lists only the topics the client may DESCRIBE, and ListGroups only the
-groups it may DESCRIBE (all of them with DESCRIBE on the cluster).
+for every topic lists only the topics the client may DESCRIBE, one naming topics gets
+TOPIC_AUTHORIZATION_FAILED for each it may not DESCRIBE (whether it exists or not; the
+brokers are listed as always), and ListGroups lists only the groups the client may
+DESCRIBE (all of them with DESCRIBE on the cluster).
 """
 
 from kraftcore.apis.errors import error_response
@@ -114,11 +116,6 @@ def required(request, image, controller_listener=False):
         if getattr(body, "replica_id", -1) >= 0:
             return _cluster(Op.CLUSTER_ACTION)
         return _topics(Op.DESCRIBE, (t.topic for t in body.topics))
-    if key == 3:  # Metadata
-        if not body.topics:
-            return []
-        return _topics(Op.DESCRIBE, (_name_of(image, t.name, getattr(t, "topic_id", None))
-                                     for t in body.topics))
     if key == 19:  # CreateTopics: CREATE on the cluster, else on each topic
         return [((Op.CREATE, Res.TOPIC, name), (Op.CREATE, Res.CLUSTER, CLUSTER_NAME))
                 for name in dict.fromkeys(t.name for t in body.topics)]
@@ -187,9 +184,15 @@ def filtered(request, answer, allowed):
     key = request.api_key
     if answer is None:
         return answer
-    if key == 3 and not request.body.topics:  # Metadata of every topic
-        answer.topics = [t for t in answer.topics
-                         if allowed(Op.DESCRIBE, Res.TOPIC, t.name)]
+    if key == 3:  # Metadata
+        if not request.body.topics:  # of every topic: the ones the client may describe
+            answer.topics = [t for t in answer.topics
+                             if allowed(Op.DESCRIBE, Res.TOPIC, t.name)]
+        else:  # of named topics: the others are refused, whether they exist or not
+            answer.topics = [t if allowed(Op.DESCRIBE, Res.TOPIC, t.name) else
+                             type(t)(name=t.name, topic_id=t.topic_id,
+                                     error_code=_E.TOPIC_AUTHORIZATION_FAILED)
+                             for t in answer.topics]
     elif key == 16 and not allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):  # ListGroups
         answer.groups = [g for g in answer.groups
                          if allowed(Op.DESCRIBE, Res.GROUP, g.group_id)]
