@@ -22,7 +22,7 @@ The rules:
   DESCRIBE, CreateTopics CREATE (on the cluster or on the topic),
   DeleteTopics DELETE, CreatePartitions ALTER, DescribeConfigs DESCRIBE_CONFIGS and
   IncrementalAlterConfigs ALTER_CONFIGS (on the topic, or on the cluster for a broker's
-  configs);
+  configs and loggers);
 * groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ (and READ on
   the committed topics), OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups and
   OffsetDelete DELETE, FindCoordinator DESCRIBE on the group (or the transactional id);
@@ -64,7 +64,8 @@ _CLUSTER = {
     55: Op.DESCRIBE, 29: Op.DESCRIBE, 50: Op.DESCRIBE,
 }
 _GROUP_READ = (11, 12, 13, 14)  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
-_CONFIG_TOPIC, _CONFIG_BROKER = 2, 4  # DescribeConfigs / IncrementalAlterConfigs types
+_CONFIG_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource types
+_CONFIG_CLUSTER_TYPES = (4, 8)  # BROKER, BROKER_LOGGER: the cluster's
 
 
 def _one(operation, resource_type, name):
@@ -131,7 +132,7 @@ def required(request, image, controller_listener=False):
         for resource in body.resources:
             if resource.resource_type == _CONFIG_TOPIC:
                 checks.append(_one(operation, Res.TOPIC, resource.resource_name))
-            elif resource.resource_type == _CONFIG_BROKER:
+            elif resource.resource_type in _CONFIG_CLUSTER_TYPES:
                 checks.append(_one(operation, Res.CLUSTER, CLUSTER_NAME))
         return checks
     if key in _GROUP_READ:
