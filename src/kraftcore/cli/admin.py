@@ -165,6 +165,32 @@ def add_command_config(parser):
                         "sasl.mechanism, sasl.jaas.config (docs/security.md)")
 
 
+def cluster_arguments(server_help, controller_help):
+    """The options every command that talks to brokers or to a controller takes: one of
+    `--bootstrap-server` and `--bootstrap-controller` (see `parse_bootstrap`),
+    `--timeout-ms` and `--command-config`; a parent parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    where = common.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
+                       help=server_help)
+    where.add_argument("--bootstrap-controller", metavar="HOST:PORT", help=controller_help)
+    common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
+                        help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
+    add_command_config(common)
+    return common
+
+
+def parse_bootstrap(args):
+    """([(host, port), ...], whether they are a controller's) of `cluster_arguments`'
+    options; a CommandError (usage) for an address that does not parse."""
+    if args.bootstrap_controller is not None:
+        return [parse_address(args.bootstrap_controller)], True
+    items = [x.strip() for x in args.bootstrap_server.split(",") if x.strip()]
+    if not items:
+        raise CommandError("--bootstrap-server needs at least one HOST:PORT", EXIT_USAGE)
+    return [parse_address(x, "--bootstrap-server") for x in items], False
+
+
 def command_options(args):
     """The connection options `--command-config` asks for ({} without it); a CommandError
     (usage) when the file cannot be read or its settings are wrong."""

@@ -25,14 +25,13 @@ Exit status: 0 done; 1 the operation failed or nothing answered (one line on std
 traceback); 2 a usage error; 130 interrupted.
 """
 
-import argparse
 import asyncio
 import json
 import sys
 
-from kraftcore.cli.admin import (EXIT_OK, EXIT_USAGE, TIMEOUT_MS_DEFAULT, CommandError,
-                                 add_command_config, check_timeout, command_options,
-                                 parse_address, run_reporting, table)
+from kraftcore.cli.admin import (EXIT_OK, EXIT_USAGE, CommandError, check_timeout,
+                                 cluster_arguments, command_options, parse_bootstrap,
+                                 run_reporting, table)
 from kraftcore.errors import KraftcoreError
 
 __all__ = ["COMMANDS", "add_arguments", "run", "parse_topic", "parse_states",
@@ -44,15 +43,9 @@ COMMANDS = ("groups",)
 # ------------------------------------------------------------------------------ arguments
 
 def add_arguments(sub):
-    common = argparse.ArgumentParser(add_help=False)
-    where = common.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
-                       help="brokers' listeners (the first that answers gives the others)")
-    where.add_argument("--bootstrap-controller", metavar="HOST:PORT",
-                       help="a controller's listener; the brokers are found from its metadata")
-    common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
-                        help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
-    add_command_config(common)
+    common = cluster_arguments(
+        "brokers' listeners (the first that answers gives the others)",
+        "a controller's listener; the brokers are found from its metadata")
     common.add_argument("--json", action="store_true", help="one JSON object")
 
     groups = sub.add_parser(
@@ -166,15 +159,6 @@ def parse_states(values):
     return out
 
 
-def _bootstrap(args):
-    if args.bootstrap_controller is not None:
-        return [parse_address(args.bootstrap_controller)]
-    items = [x.strip() for x in args.bootstrap_server.split(",") if x.strip()]
-    if not items:
-        raise CommandError("--bootstrap-server needs at least one HOST:PORT", EXIT_USAGE)
-    return [parse_address(x, "--bootstrap-server") for x in items]
-
-
 def _check_usage(args):
     check_timeout(args)
     if getattr(args, "group", None) == "":
@@ -197,7 +181,7 @@ def run(args):
 
     def body():
         _check_usage(args)
-        return asyncio.run(_main(args, _bootstrap(args), label))
+        return asyncio.run(_main(args, parse_bootstrap(args)[0], label))
 
     return run_reporting(label, body)
 

@@ -29,9 +29,9 @@ import asyncio
 import json
 import sys
 
-from kraftcore.cli.admin import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, TIMEOUT_MS_DEFAULT,
-                                 CommandError, add_command_config, check_timeout,
-                                 command_options, parse_address, run_reporting)
+from kraftcore.cli.admin import (EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError,
+                                 check_timeout, cluster_arguments, command_options,
+                                 parse_bootstrap, run_reporting)
 from kraftcore.errors import KraftcoreError
 from kraftcore.security.acls import (CLUSTER_NAME, AclBinding, AclBindingFilter,
                                      AclOperation, AclPermissionType, PatternType,
@@ -44,15 +44,7 @@ ITERATIONS_DEFAULT = 4096
 
 
 def add_arguments(sub):
-    common = argparse.ArgumentParser(add_help=False)
-    where = common.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT...]",
-                       help="brokers' listeners")
-    where.add_argument("--bootstrap-controller", metavar="HOST:PORT",
-                       help="a controller's listener")
-    common.add_argument("--timeout-ms", type=int, default=TIMEOUT_MS_DEFAULT, metavar="MS",
-                        help=f"give up after this long (default {TIMEOUT_MS_DEFAULT})")
-    add_command_config(common)
+    common = cluster_arguments("brokers' listeners", "a controller's listener")
 
     resources = argparse.ArgumentParser(add_help=False)
     resources.add_argument("--topic", action="append", default=[], metavar="TOPIC")
@@ -228,15 +220,6 @@ def format_acls(bindings, heading="Current ACLs for resource"):
 
 # ------------------------------------------------------------------------------ running
 
-def _bootstrap(args):
-    if args.bootstrap_controller is not None:
-        return [parse_address(args.bootstrap_controller)], True
-    items = [x.strip() for x in args.bootstrap_server.split(",") if x.strip()]
-    if not items:
-        raise CommandError("--bootstrap-server needs at least one HOST:PORT", EXIT_USAGE)
-    return [parse_address(x, "--bootstrap-server") for x in items], False
-
-
 def run(args):
     """Run the acls or scram command of parsed `args`; returns the exit status."""
     label = f"kraftcore {args.command} {args.action}"
@@ -248,7 +231,7 @@ def run(args):
             if not args.user:
                 raise CommandError("--user is empty", EXIT_USAGE)
             args.upserts = parse_scram_config(args.add_config) if args.add_config else []
-        bootstrap, controller = _bootstrap(args)
+        bootstrap, controller = parse_bootstrap(args)
         return asyncio.run(_main(args, plan, bootstrap, controller))
 
     return run_reporting(label, body)

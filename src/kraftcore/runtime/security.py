@@ -47,24 +47,27 @@ class NodeSecurity:
         """The `ListenerSecurity` of listener `name` (contexts built now: a missing or bad
         key file raises ConfigError)."""
         config = self.settings.listener(name)
-        ssl_context = mapper = sasl_session = None
+        ssl_context = mapper = None
         if config.uses_tls:
             ssl_context = server_context(config.tls)
             mapper = PrincipalMapper(config.tls.principal_mapping_rules, config.tls.prefix)
-        if config.uses_sasl:
-            plain_users = config.plain_users()
-            mechanisms = config.sasl_mechanisms
-
-            def make_server(which):
-                if which == PLAIN:
-                    return PlainServer(plain_users.get)
-                return ScramServer(which, self._scram_lookup(which), _nonce,
-                                   fake_salt_key=self._fake_salt_key)
-
-            def sasl_session():
-                return SaslServerSession(mechanisms, make_server)
         return ListenerSecurity(config.protocol, ssl_context=ssl_context,
-                                principal_mapper=mapper, sasl_session=sasl_session)
+                                principal_mapper=mapper,
+                                sasl_session=self._sasl_sessions(config)
+                                if config.uses_sasl else None)
+
+    def _sasl_sessions(self, config):
+        """What makes one SASL session per connection of listener `config`."""
+        plain_users = config.plain_users()
+        mechanisms = config.sasl_mechanisms
+
+        def make_server(which):
+            if which == PLAIN:
+                return PlainServer(plain_users.get)
+            return ScramServer(which, self._scram_lookup(which), _nonce,
+                               fake_salt_key=self._fake_salt_key)
+
+        return lambda: SaslServerSession(mechanisms, make_server)
 
     def _scram_lookup(self, which):
         code = mechanism(which).code
