@@ -26,7 +26,13 @@ quorum's requests and clients' arrive on the same controller listener), its peer
   (`kraftcore.runtime.log_cleaner`, unless log.cleaner.enable is false) cleans the
   compacted partitions it hosts in a worker thread. The broker listener answers
   with `kraftcore.apis.broker` (`_BrokerView`): data-plane requests from the partitions,
-  admin requests forwarded to the active controller (`Node.forward`).
+  admin requests forwarded to the active controller (`Node.forward`). A broker binds each
+  of its broker listeners, the inter-broker one first.
+
+Security (`kraftcore.runtime.security.NodeSecurity`): every listener gets the TLS and SASL
+of its protocol, and the peer pools connect with the settings of the listener they reach.
+With an authorizer every request is checked (`kraftcore.apis.authorization`) before its
+handler runs, and the listings a broker answers are filtered to what the client may see.
 
 Stopping (`stop`, what SIGTERM and SIGINT do): a broker first runs its controlled shutdown
 (leaderships moved away, bounded by `shutdown_timeout_ms`); a controller that leads
@@ -44,9 +50,9 @@ import signal
 import time
 
 from kraftcore.apis.authorization import filtered, refusal
-from kraftcore.apis.errors import api_name
 from kraftcore.apis.broker import BROKER_API_KEYS, BROKER_VERSIONS, handle_broker_request
 from kraftcore.apis.controller import CONTROLLER_API_KEYS, handle_controller_request
+from kraftcore.apis.errors import api_name
 from kraftcore.broker.lifecycle import BrokerLifecycle, RegisterRequest
 from kraftcore.broker.metadata import BrokerMetadata
 from kraftcore.broker.replicas import ReplicaConfig, ReplicaManager
@@ -61,7 +67,6 @@ from kraftcore.limits import (BROKER_FETCH_ZERO_COPY_BYTES_MIN, BROKER_LOG_OPENS
 from kraftcore.metadata.bootstrap import read_bootstrap_records
 from kraftcore.metadata.loader import MetadataLoader
 from kraftcore.net import Listener, PeerPool, RequestMemory
-from kraftcore.runtime.security import NodeSecurity
 from kraftcore.protocol import messages as m
 from kraftcore.protocol.error_codes import ErrorCode
 from kraftcore.runtime.controller_registration import ControllerRegistration
@@ -72,6 +77,7 @@ from kraftcore.runtime.node_log import RaftEventLog, log_metadata_changes
 from kraftcore.runtime.raft_driver import RaftDriver
 from kraftcore.runtime.replica_fetcher import ReplicaFetchers
 from kraftcore.runtime.raft_storage import FileElectionStore, FileRaftStorage
+from kraftcore.runtime.security import NodeSecurity
 from kraftcore.types import Uuid
 
 log = logging.getLogger("kraftcore.runtime")
@@ -145,10 +151,11 @@ class ControllerRole(_Wakeup):
 
     def start(self, host, port):
         """Register as a controller reachable at host:port from now on."""
+        config = self.node.config
+        name = config.controller_listener_name
         self.registration = ControllerRegistration(
             self.node.node_id, Uuid.random(random.Random()),
-            [(name, host, port, SECURITY_PROTOCOL_IDS[self.node.config.listener_protocol(name)])
-             for name in (self.node.config.controller_listener_name,)])
+            [(name, host, port, SECURITY_PROTOCOL_IDS[config.listener_protocol(name)])])
 
     def on_ready(self, ready):
         controller = self.controller
