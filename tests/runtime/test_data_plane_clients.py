@@ -68,6 +68,7 @@ def test_kafka_python_default_producer_is_idempotent(cluster):
     assert result["producer_id"] is not None and result["producer_id"] >= 0
 
 
+@pytest.mark.slow  # about 40 s of partition creation and reads
 def test_thousands_of_partitions_per_broker(cluster):
     """A topic of 2 000 partitions replicated on all three brokers: each broker takes up
     its 2 000 partition logs a few dozen per event-loop turn, so its heartbeats go on and

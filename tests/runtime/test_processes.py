@@ -197,6 +197,7 @@ def test_combined_nodes_survive_the_loss_of_one_node_in_both_roles(tmp_path):
         cluster.down()
 
 
+@pytest.mark.slow  # about two minutes of kills and restarts
 def test_no_acknowledged_topic_is_lost_across_20_controller_kill_restart_cycles(tmp_path):
     cluster = Cluster(tmp_path / "cluster", brokers=1)
     rng = random.Random(20)

@@ -302,10 +302,15 @@ def test_wrong_password_fails_authentication(node, caplog):
     from kafka import KafkaProducer
     from kafka.errors import KafkaError, KafkaTimeoutError, SaslAuthenticationFailedError
 
-    options = kafka_python_options(node, "alice", "not-alice-secret")
-    with pytest.raises(KafkaError) as raised:
-        producer = KafkaProducer(max_block_ms=3000, **options)
-        producer.close()
+    # api_version given: no version probe in the constructor (which waits 30 s whatever
+    # the timeouts say); the first send is refused within max_block_ms
+    producer = KafkaProducer(max_block_ms=3000, api_version=(3, 0),
+                             **kafka_python_options(node, "alice", "not-alice-secret"))
+    try:
+        with pytest.raises(KafkaError) as raised:
+            producer.send(TOPIC, b"refused").get(timeout=30)
+    finally:
+        producer.close(timeout=5)
     # The server answers SaslAuthenticate with SASL_AUTHENTICATION_FAILED (58) and closes
     # the connection a moment later, as Kafka does: the client reads the refusal. kafka-python
     # 3 logs it and keeps retrying its bootstrap until max_block_ms, then gives up.
