@@ -172,3 +172,15 @@ def request_frame_with(api_key, version, correlation_id, body_bytes=b"", client_
     """A request frame built by hand: header v1 fields and arbitrary body bytes."""
     payload = struct.pack(">hhi", api_key, version, correlation_id) + client_id + body_bytes
     return _SIZE.pack(len(payload)) + payload
+
+
+class Seen:
+    """A handler that answers Vote requests (echoing their epoch) and records the `Peer`
+    of each request: who the listener says the client is."""
+
+    def __init__(self):
+        self.peers = []
+
+    def __call__(self, request, peer):
+        self.peers.append(peer)
+        return vote_response(epoch_of(request.body))

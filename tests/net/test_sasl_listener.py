@@ -18,7 +18,7 @@ from kraftcore.security.plain import PlainServer
 from kraftcore.security.sasl import SaslServerSession, client_exchange
 from kraftcore.security.scram import ScramServer, make_credential
 
-from .helpers import HOST, RawClient, epoch_of, run, vote, vote_response
+from .helpers import HOST, RawClient, Seen, run, vote
 
 USERS = {"alice": "alice-secret"}
 CREDENTIALS = {("bob", "SCRAM-SHA-512"): make_credential("SCRAM-SHA-512", "bob-secret",
@@ -34,15 +34,6 @@ def _security(mechanisms=("PLAIN", "SCRAM-SHA-512")):
         return ScramServer(mechanism, lambda user: CREDENTIALS.get((user, mechanism)), rng)
     return ListenerSecurity("SASL_PLAINTEXT",
                             sasl_session=lambda: SaslServerSession(mechanisms, make_server))
-
-
-class Seen:
-    def __init__(self):
-        self.peers = []
-
-    def __call__(self, request, peer):
-        self.peers.append(peer)
-        return vote_response(epoch_of(request.body))
 
 
 def _login(mechanism, user, password):

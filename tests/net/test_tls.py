@@ -16,7 +16,7 @@ from kraftcore.net.tls import (PrincipalMapper, TlsSettings, certificate_princip
                                client_context, distinguished_name, server_context)
 from kraftcore.security.principal import ANONYMOUS
 
-from .helpers import HOST, epoch_of, run, vote, vote_response
+from .helpers import HOST, Seen, run, vote
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +42,6 @@ def pki(tmp_path_factory):
     write("mallory.pem", other.issue_cert("mallory.example", common_name="mallory")
           .private_key_and_cert_chain_pem)
     return files
-
-
-class Seen:
-    def __init__(self):
-        self.peers = []
-
-    def __call__(self, request, peer):
-        self.peers.append(peer)
-        return vote_response(epoch_of(request.body))
 
 
 def _listener_security(pki, client_auth="required", rules="DEFAULT"):

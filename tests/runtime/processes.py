@@ -54,6 +54,12 @@ def stop(process, wait_s=WAIT_S):
             process.wait()
 
 
+def broker_address(cluster):
+    """host:port of the one broker of `cluster`."""
+    (node,) = [n for n in cluster.nodes.values() if "broker" in n["roles"]]
+    return f"127.0.0.1:{node['port']}"
+
+
 class LocalCluster:
     """`kraftcore cluster up` in `directory`: `controllers` controllers (three unless told)
     and `brokers` brokers (`combined`: the first nodes are controllers and brokers), each

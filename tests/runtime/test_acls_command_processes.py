@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.runtime.processes import LocalCluster, kraftcore, wait_for
+from tests.runtime.processes import LocalCluster, broker_address, kraftcore, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +25,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.down()
-
-
-def broker_address(cluster):
-    (node,) = [n for n in cluster.nodes.values() if "broker" in n["roles"]]
-    return f"127.0.0.1:{node['port']}"
 
 
 def run(command, *argv, check=True):

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from tests.runtime.processes import LocalCluster, kraftcore, wait_for
+from tests.runtime.processes import LocalCluster, broker_address, kraftcore, wait_for
 
 PARTITIONS = 4
 RECORDS = 40  # 10 per partition
@@ -31,11 +31,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.down()
-
-
-def broker_address(cluster):
-    (node,) = [n for n in cluster.nodes.values() if "broker" in n["roles"]]
-    return f"127.0.0.1:{node['port']}"
 
 
 def produce(boot, topic):
